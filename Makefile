@@ -1,0 +1,58 @@
+# Everything installs itself: apt packages the tests and the demo need, then a virtual environment
+# with the project (editable) and the launchers for the root-run programs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_STAMP := $(VENV)/.apt-installed
+
+# build: libcap-dev (python-prctl), libc6-dev (static launcher). Tests and demo: the real runtimes and
+# engines, busybox-static for test images, the tools the packaging and e2e tests call.
+APT_PACKAGES := gcc make libc6-dev libcap-dev python3-venv python3-dev \
+	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
+	rpm mmdebstrap systemd
+
+.PHONY: all venv demo test test-unit test-e2e bench clean apt
+
+all: venv
+
+$(APT_STAMP):
+	@mkdir -p $(VENV)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@touch $@
+
+apt: $(APT_STAMP)
+
+$(STAMP): $(APT_STAMP) pyproject.toml setup.py libcontainer_c/build_ffi.py $(wildcard libcontainer_c/src/*) libcontainer_c/launcher.c
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+# The launchers are rebuilt every time (a fraction of a second): a new program module or a moved
+# checkout must never leave a stale launcher behind.
+venv: $(STAMP)
+	@$(BIN)/python -m libcontainer_c.install_launchers $(BIN) >/dev/null
+
+demo: venv
+	$(BIN)/python scripts/demo.py
+
+test: venv
+	$(BIN)/python -m pytest -ra
+
+test-unit: venv
+	$(BIN)/python -m pytest -ra -m 'not e2e'
+
+test-e2e: venv
+	$(BIN)/python -m pytest -ra -m e2e
+
+bench: venv
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info libcontainer_c/_native*.so libcontainer_c/_native.c

@@ -1,0 +1,1 @@
+"""nvidia-ctk: the admin CLI. Thin click commands over cdi/, simulator/, hook/ and runtime_shim/."""

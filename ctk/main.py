@@ -1,0 +1,57 @@
+"""nvidia-ctk: the admin CLI.
+
+Each command group lives in its own module and is imported only when it is run, so that
+`nvidia-ctk cdi list` does not pay for what `nvidia-ctk simulate` imports.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from ctk.errors import run_cli
+
+# command name -> "module:attribute" of a click command or group
+COMMANDS = {
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpu-container-toolkit")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version=_version(), prog_name="nvidia-ctk", message="%(prog)s version %(version)s")
+@click.option("--debug", is_flag=True, help="Log debug messages to stderr.")
+def cli(debug: bool) -> None:
+    """NVIDIA Container Toolkit admin CLI (gpu-container-toolkit)."""
+    import logging
+
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                        format="nvidia-ctk: %(levelname)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(cli, "nvidia-ctk", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

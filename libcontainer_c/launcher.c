@@ -1,0 +1,155 @@
+/*
+ * The launcher: a small statically linked program that starts our root-run Python programs.
+ *
+ * Why it exists: runc runs our hooks as root with an environment that may come from the container
+ * image (REFERENCE §4, §6), and pip rewrites console-script shebangs without interpreter flags
+ * (REFERENCE §5). So each root-run program is installed as a copy of this binary. It
+ *   - is static, so LD_PRELOAD and LD_LIBRARY_PATH cannot put code into it;
+ *   - keeps only an allowlist of environment variables (PATH, NVIDIA_*, XDG_CONFIG_HOME);
+ *   - runs `python -I -S` (no PYTHON* variables, no user site, no site.py or .pth side effects) with
+ *     the install's own import path baked in at install time by libcontainer_c/install_launchers.py;
+ *   - picks the program by its own file name (readlink /proc/self/exe), never by argv[0], which the
+ *     caller controls.
+ *
+ * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_LITERAL) and runs
+ *   gcc -static -O2 -I<dir of launcher_config.h> launcher.c -o launcher
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher_config.h"
+
+struct program {
+    const char *name;   /* installed file name */
+    const char *target; /* "package.module:function" run with sys.argv = [name, args...] */
+};
+
+static const struct program programs[] = {
+    {"nvidia-container-runtime", "runtime_shim.main:main"},
+    {"nvidia-container-runtime.cdi", "runtime_shim.main:main"},
+    {"nvidia-container-runtime.legacy", "runtime_shim.main:main"},
+    {"nvidia-container-runtime-hook", "hook.prestart:main"},
+    {"nvidia-cdi-hook", "hook.cdi_hook:main"},
+    {"nvidia-container-cli", "hook.cli:main"},
+    /* used by the tests: prints what the Python side sees (argv, environment, sys.flags, sys.path) */
+    {"gct-launcher-probe", "libcontainer_c.launcher_probe:main"},
+};
+
+static const char *const kept_prefixes[] = {"NVIDIA_", NULL};
+static const char *const kept_names[] = {"PATH", "XDG_CONFIG_HOME", NULL};
+static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+static void die(const char *name, const char *what)
+{
+    fprintf(stderr, "%s: error: %s (%s)\n", name, what, strerror(errno));
+    exit(127);
+}
+
+static int env_is_kept(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    size_t keylen = eq ? (size_t)(eq - entry) : strlen(entry);
+    for (int i = 0; kept_prefixes[i]; i++)
+        if (strncmp(entry, kept_prefixes[i], strlen(kept_prefixes[i])) == 0 && eq)
+            return 1;
+    for (int i = 0; kept_names[i]; i++)
+        if (eq && keylen == strlen(kept_names[i]) && strncmp(entry, kept_names[i], keylen) == 0)
+            return 1;
+    return 0;
+}
+
+/* A fresh environment with only the allowlisted variables, and PATH always set. */
+static char **clean_environment(char **envp)
+{
+    size_t n = 0, kept = 0;
+    int has_path = 0;
+    while (envp && envp[n])
+        n++;
+    char **out = calloc(n + 2, sizeof(char *));
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!env_is_kept(envp[i]))
+            continue;
+        if (strncmp(envp[i], "PATH=", 5) == 0)
+            has_path = 1;
+        out[kept++] = envp[i];
+    }
+    if (!has_path)
+        out[kept++] = (char *)default_path;
+    out[kept] = NULL;
+    return out;
+}
+
+/* Our own file name: /proc/self/exe cannot be forged by the caller the way argv[0] can. */
+static const char *own_name(char *buf, size_t size)
+{
+    ssize_t len = readlink("/proc/self/exe", buf, size - 1);
+    if (len < 0)
+        return NULL;
+    buf[len] = '\0';
+    char *slash = strrchr(buf, '/');
+    return slash ? slash + 1 : buf;
+}
+
+static const struct program *find_program(const char *name)
+{
+    for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
+        if (strcmp(programs[i].name, name) == 0)
+            return &programs[i];
+    return NULL;
+}
+
+int main(int argc, char **argv, char **envp)
+{
+    char self[PATH_MAX];
+    const char *name = own_name(self, sizeof(self));
+    if (!name)
+        die("gct-launcher", "cannot read /proc/self/exe");
+    const struct program *program = find_program(name);
+    if (!program) {
+        errno = ENOENT;
+        die(name, "this launcher does not know a program of that name");
+    }
+    char **env = clean_environment(envp);
+    if (!env)
+        die(name, "out of memory");
+
+    /* sys.argv becomes [name, args...]; the target module is imported with the baked path only. */
+    char bootstrap[4096];
+    const char *colon = strchr(program->target, ':');
+    int written = snprintf(bootstrap, sizeof(bootstrap),
+                           "import sys\n"
+                           "sys.path[:0] = %s\n"
+                           "sys.argv[0] = '%s'\n"
+                           "from %.*s import %s as _main\n"
+                           "sys.exit(_main())\n",
+                           GCT_SYS_PATH_LITERAL, program->name, (int)(colon - program->target),
+                           program->target, colon + 1);
+    if (written < 0 || (size_t)written >= sizeof(bootstrap)) {
+        errno = ENAMETOOLONG;
+        die(name, "bootstrap too long");
+    }
+    /* python -I -S -c BOOTSTRAP args...: with -c, sys.argv[0] is "-c"; the bootstrap sets it to the
+     * program name (from our own table, so it needs no quoting). */
+    char **args = calloc((size_t)argc + 5, sizeof(char *));
+    if (!args)
+        die(name, "out of memory");
+    int k = 0;
+    args[k++] = (char *)GCT_PYTHON;
+    args[k++] = "-I";
+    args[k++] = "-S";
+    args[k++] = "-c";
+    args[k++] = bootstrap;
+    for (int i = 1; i < argc; i++)
+        args[k++] = argv[i];
+    args[k] = NULL;
+    execve(GCT_PYTHON, args, env);
+    die(name, "cannot execute " GCT_PYTHON);
+    return 127;
+}

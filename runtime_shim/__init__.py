@@ -1,0 +1,1 @@
+"""nvidia-container-runtime: the OCI runtime shim in front of runc/crun."""
