@@ -1,0 +1,59 @@
+/* Symlinks inside a root: made under a temporary name in the resolved parent directory, then renamed
+ * over the final name, so the final name is never a half-made link and an existing symlink is
+ * replaced atomically. A directory or any other non-symlink at the final name is left alone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "libcontainer.h"
+
+static unsigned int tmp_counter;
+
+/* The existing entry at name may be replaced only if it is a symlink (or there is none). */
+static int check_replaceable(int parent, const char *name)
+{
+    struct stat st;
+
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (S_ISLNK(st.st_mode))
+        return 0;
+    errno = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
+    return -1;
+}
+
+int gct_symlink(int rootfd, const char *target, const char *linkpath)
+{
+    char dir[PATH_MAX], name[NAME_MAX + 1], tmp[64];
+    int parent, rc = -1;
+
+    if (target == NULL || target[0] == '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    if (gct_split_path(linkpath, dir, sizeof(dir), name, sizeof(name)) < 0)
+        return -1;
+    parent = gct_mkdir_p(rootfd, dir, 0755);
+    if (parent < 0)
+        return -1;
+    if (check_replaceable(parent, name) < 0)
+        goto out;
+    snprintf(tmp, sizeof(tmp), ".gct-link-%d-%u", (int)getpid(), tmp_counter++);
+    if (symlinkat(target, parent, tmp) < 0)
+        goto out;
+    /* rename(2) itself refuses to put a non-directory over a directory (EISDIR), which covers a
+     * directory appearing between the check and the rename. */
+    rc = renameat(parent, tmp, parent, name);
+    if (rc < 0) {
+        int saved = errno;
+        unlinkat(parent, tmp, 0);
+        errno = saved;
+    }
+out:
+    gct_close_keep_errno(parent);
+    return rc;
+}

@@ -1,0 +1,88 @@
+"""Run test code in a forked child inside its own private mount namespace.
+
+Whatever the code mounts dies with the child's namespace, so nothing reaches the machine's mount
+table even when an assertion fails half-way. The child's return value or exception comes back to the
+parent (pickled) and is returned or re-raised there.
+"""
+import ctypes
+import os
+import pickle
+import traceback
+
+CLONE_NEWNS = 0x00020000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def enter_private_mount_ns() -> None:
+    """unshare(CLONE_NEWNS) and make every mount rprivate (this process only; call in a child)."""
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), "unshare(CLONE_NEWNS)")
+    if _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), "mount --make-rprivate /")
+
+
+def run_in_private_mount_ns(func, *args, **kwargs):
+    """Call func(*args, **kwargs) in a forked child in a fresh private mount namespace."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        os.close(rfd)
+        try:
+            enter_private_mount_ns()
+            payload = pickle.dumps(("ok", func(*args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            try:
+                payload = pickle.dumps(("error", exc, traceback.format_exc()))
+            except Exception:  # an unpicklable exception: send its text
+                payload = pickle.dumps(("error", RuntimeError(repr(exc)), traceback.format_exc()))
+        with os.fdopen(wfd, "wb") as out:
+            out.write(payload)
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError("test child died without reporting")
+    result = pickle.loads(data)
+    if result[0] == "ok":
+        return result[1]
+    exc, tb = result[1], result[2]
+    raise AssertionError(f"in private mount namespace:\n{tb}") from exc
+
+
+def mountinfo_lines() -> set:
+    """The mount table of this process as a set of lines without the mount ids (which change)."""
+    with open("/proc/self/mountinfo") as f:
+        return {" ".join(line.split()[2:]) for line in f}
+
+
+def mounts_under(path) -> list:
+    """(mount point, per-mount options, super options) of each mount at or below path, from mountinfo."""
+    path = os.path.realpath(path)
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = fields[4].replace("\\040", " ")
+            sep = fields.index("-")
+            if point == path or point.startswith(path + "/"):
+                found.append((point, set(fields[5].split(",")), fields[sep + 1]))
+    return found
+
+
+def tree_listing(path) -> dict:
+    """Every entry below path with its type and, for symlinks, target: a snapshot to compare."""
+    listing = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            link = os.readlink(full) if os.path.islink(full) else None
+            listing[os.path.relpath(full, path)] = (st.st_mode, st.st_size, link)
+    return listing

@@ -1,0 +1,241 @@
+"""libcontainer_c.rootfs: resolution, placeholders, symlinks and fd-based mounts on real files."""
+import errno
+import os
+import stat
+
+import pytest
+
+from libcontainer_c import rootfs
+from libcontainer_c.errors import ContainerFsError
+from libcontainer_c.rootfs import (DEVICE_NODE, LIBRARY, READONLY_FILES, MountOptions, MountStack,
+                                   Rootfs)
+from tests.unit.libcontainer_c.mountns import mounts_under, run_in_private_mount_ns
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount tests need root")
+
+
+@pytest.fixture
+def root(tmp_path):
+    path = tmp_path / "rootfs"
+    path.mkdir()
+    with Rootfs(path) as r:
+        yield r
+
+
+def test_resolve_follows_image_symlinks_inside_the_root(root):
+    base = root.path
+    os.makedirs(base / "usr/lib")
+    os.symlink("usr/lib", base / "lib")
+    os.symlink("/usr/lib", base / "abs")
+    (base / "usr/lib/x").write_text("x")
+    for path in ("/lib/x", "lib/x", "/abs/x", "/../../abs/x"):
+        st = root.stat(path)
+        assert st.st_ino == os.stat(base / "usr/lib/x").st_ino
+
+
+def test_stat_without_following_the_last_link(root):
+    os.symlink("nowhere", root.path / "dangling")
+    assert stat.S_ISLNK(root.stat("/dangling", follow_symlinks=False).st_mode)
+    assert not root.exists("/dangling")
+
+
+def test_mkdirs_creates_every_component(root):
+    root.mkdirs("/a/b/c", 0o750)
+    assert (root.path / "a/b/c").is_dir()
+    root.mkdirs("/a/b/c")  # existing: fine
+
+
+def test_mkdirs_through_a_file_fails_with_errno_and_path(root):
+    (root.path / "file").write_text("")
+    with pytest.raises(ContainerFsError) as info:
+        root.mkdirs("/file/sub")
+    assert info.value.errno == errno.ENOTDIR
+    assert info.value.filename == "/file/sub"
+    assert info.value.operation == "mkdir -p"
+    assert "mkdir -p" in str(info.value) and "/file/sub" in str(info.value)
+
+
+def test_placeholder_file_is_created_then_reused(root):
+    fd = root.make_file("/dev/nvidia0")
+    os.close(fd)
+    st = os.lstat(root.path / "dev/nvidia0")
+    assert stat.S_ISREG(st.st_mode)
+    fd = root.make_file("/dev/nvidia0")
+    assert os.fstat(fd).st_ino == st.st_ino
+    os.close(fd)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("symlink", errno.ELOOP), ("dir", errno.EISDIR), ("fifo", errno.EEXIST)])
+def test_placeholder_file_refuses_what_is_not_a_regular_file(root, kind, expected):
+    target = root.path / "target"
+    if kind == "symlink":
+        os.symlink("/etc/passwd", target)
+    elif kind == "dir":
+        target.mkdir()
+    else:
+        os.mkfifo(target)
+    with pytest.raises(ContainerFsError) as info:
+        root.make_file("/target")
+    assert info.value.errno == expected
+    assert info.value.filename == "/target"
+
+
+def test_placeholder_dir_refuses_symlink_and_file(root):
+    os.symlink("/", root.path / "link")
+    (root.path / "file").write_text("")
+    with pytest.raises(ContainerFsError) as info:
+        root.make_dir("/link")
+    assert info.value.errno == errno.ELOOP
+    with pytest.raises(ContainerFsError) as info:
+        root.make_dir("/file")
+    assert info.value.errno == errno.ENOTDIR
+    os.close(root.make_dir("/new/dir"))
+    assert (root.path / "new/dir").is_dir()
+
+
+@pytest.mark.parametrize("path", ["/", "/a/..", "/a/.", ""])
+def test_placeholder_needs_a_name(root, path):
+    with pytest.raises(ContainerFsError) as info:
+        root.make_file(path)
+    assert info.value.errno == errno.EINVAL
+
+
+def test_symlink_create_and_replace(root):
+    root.symlink("libcuda.so.1", "/usr/lib/libcuda.so")
+    assert os.readlink(root.path / "usr/lib/libcuda.so") == "libcuda.so.1"
+    root.symlink("libcuda.so.2", "/usr/lib/libcuda.so")
+    assert os.readlink(root.path / "usr/lib/libcuda.so") == "libcuda.so.2"
+    assert os.listdir(root.path / "usr/lib") == ["libcuda.so"]  # no temporary name left
+
+
+def test_symlink_refuses_to_replace_dir_or_file(root):
+    (root.path / "dir").mkdir()
+    (root.path / "file").write_text("keep")
+    with pytest.raises(ContainerFsError) as info:
+        root.symlink("x", "/dir")
+    assert info.value.errno == errno.EISDIR
+    with pytest.raises(ContainerFsError) as info:
+        root.symlink("x", "/file")
+    assert info.value.errno == errno.EEXIST
+    assert (root.path / "file").read_text() == "keep"
+    assert sorted(os.listdir(root.path)) == ["dir", "file"]
+
+
+def test_missing_root_raises():
+    with pytest.raises(ContainerFsError) as info:
+        Rootfs("/nonexistent/rootfs")
+    assert info.value.errno == errno.ENOENT
+    assert info.value.operation == "open root"
+
+
+def test_options_validation(tmp_path):
+    lib = tmp_path / "libfoo.so.1"
+    lib.write_bytes(b"\x7fELF" + b"\0" * 60)
+    with pytest.raises(ValueError, match="noexec"):
+        rootfs.clone_source(str(lib), READONLY_FILES)
+    with pytest.raises(ValueError, match="nodev"):
+        rootfs.clone_source("/dev/null", MountOptions(("ro", "nodev")))
+    with pytest.raises(ValueError, match="unknown mount flag"):
+        MountOptions(("rw",))
+
+
+def _bind_file_and_dir(base):
+    host = base / "host"
+    lib = host / "libfoo.so.1"
+    data = host / "firmware"
+    with Rootfs(base / "rootfs") as root:
+        m1 = root.bind(str(lib), "/usr/lib/libfoo.so.1", LIBRARY)
+        m2 = root.bind(str(data), "/lib/firmware/nvidia", READONLY_FILES)
+        m3 = root.bind("/dev/null", "/dev/nvidia-fake", DEVICE_NODE)
+        inside = (base / "rootfs/usr/lib/libfoo.so.1").read_bytes()
+        listing = os.listdir(base / "rootfs/lib/firmware/nvidia")
+        table = mounts_under(base / "rootfs")
+        try:
+            (base / "rootfs/lib/firmware/nvidia/new").write_text("x")
+            writable = True
+        except OSError as err:
+            writable = err.errno
+        with open(base / "rootfs/dev/nvidia-fake", "w") as f:  # a device node without nodev opens
+            f.write("ok")
+        for m in (m3, m2, m1):
+            m.unmount()
+        after = mounts_under(base / "rootfs")
+    return inside, listing, table, writable, after
+
+
+def test_bind_file_dir_and_device_with_flags(tmp_path):
+    host = tmp_path / "host"
+    (host / "firmware").mkdir(parents=True)
+    (host / "firmware/gsp.bin").write_bytes(b"fw")
+    (host / "libfoo.so.1").write_bytes(b"\x7fELF library")
+    (tmp_path / "rootfs").mkdir()
+    inside, listing, table, writable, after = run_in_private_mount_ns(_bind_file_and_dir, tmp_path)
+    assert inside == b"\x7fELF library"
+    assert listing == ["gsp.bin"]
+    assert writable == errno.EROFS
+    opts = {point[len(str(tmp_path / "rootfs")):]: flags for point, flags, _ in table}
+    assert opts["/usr/lib/libfoo.so.1"] >= {"ro", "nosuid", "nodev"}
+    assert "noexec" not in opts["/usr/lib/libfoo.so.1"]
+    assert opts["/lib/firmware/nvidia"] >= {"ro", "nosuid", "nodev", "noexec"}
+    assert opts["/dev/nvidia-fake"] >= {"ro", "nosuid", "noexec"}
+    assert "nodev" not in opts["/dev/nvidia-fake"]
+    assert after == []
+    # placeholders stay (empty) on the rootfs; the host files are untouched
+    assert (tmp_path / "rootfs/usr/lib/libfoo.so.1").read_bytes() == b""
+    assert os.listdir(host / "firmware") == ["gsp.bin"]
+
+
+def _propagation_of(base):
+    with Rootfs(base / "rootfs") as root:
+        m = root.bind(str(base / "host"), "/mnt", READONLY_FILES)
+        with open("/proc/self/mountinfo") as f:
+            line = next(ln for ln in f if ln.split()[4] == str(base / "rootfs/mnt"))
+        m.unmount()
+    return line
+
+
+def test_bind_is_private(tmp_path):
+    (tmp_path / "host").mkdir()
+    (tmp_path / "rootfs").mkdir()
+    line = run_in_private_mount_ns(_propagation_of, tmp_path)
+    optional = line.split(" - ")[0].split()[6:]
+    assert not any(f.startswith(("shared:", "master:")) for f in optional), line
+
+
+def _rollback(base):
+    with Rootfs(base / "rootfs") as root:
+        stack = MountStack()
+        with pytest.raises(ContainerFsError):
+            with stack:
+                stack.push(root.bind(str(base / "host/lib.so"), "/lib/lib.so", LIBRARY))
+                stack.push(root.mount_tmpfs("/proc/driver/nvidia"))
+                (base / "rootfs/dir").write_text("")
+                root.bind(str(base / "host/lib.so"), "/dir/x", LIBRARY)  # ENOTDIR
+    return mounts_under(base / "rootfs")
+
+
+def test_mount_stack_rolls_back_on_error(tmp_path):
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host/lib.so").write_bytes(b"\x7fELF")
+    (tmp_path / "rootfs").mkdir()
+    assert run_in_private_mount_ns(_rollback, tmp_path) == []
+
+
+def _tmpfs(base):
+    with Rootfs(base / "rootfs") as root:
+        m = root.mount_tmpfs("/proc/driver/nvidia", "mode=0711,size=1m", readonly=True)
+        table = mounts_under(base / "rootfs")
+        mode = os.stat(base / "rootfs/proc/driver/nvidia").st_mode & 0o777
+        m.unmount()
+    return table, mode
+
+
+def test_tmpfs_mount(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    table, mode = run_in_private_mount_ns(_tmpfs, tmp_path)
+    assert len(table) == 1
+    point, flags, fstype = table[0]
+    assert point.endswith("/proc/driver/nvidia") and fstype == "tmpfs"
+    assert flags >= {"ro", "nosuid", "nodev", "noexec"}
+    assert mode == 0o711
