@@ -1,0 +1,399 @@
+"""Which files of the NVIDIA driver a container needs, by capability, found inside a driver root.
+
+    files = locate_driver_files("/", "550.54.15", {"utility", "compute"})
+    for f in files.libraries: ... f.host_path, f.container_path, f.soname, f.symlinks
+
+Libraries come from the root's own etc/ld.so.cache (its paths are as seen from the root), read in
+one pass for every capability, or from a scan of the standard library directories when the root
+has no cache. A library counts only if its resolved file name ends in the driver version (so
+`libcuda.so.1` from some other package is never taken) and it is an ELF shared object of the
+right class. Binaries, firmware, IPC sockets and the MPS pipe directory are looked up at their
+well-known places. Every path is resolved inside the root (cdi.driver_root): a link in the root
+can never lead to a file outside it. Optional files that are missing are logged at debug level.
+
+Container paths: a library is mounted at its canonical path in the root and reached through the
+SONAME link; binaries, firmware, sockets and the MPS directory at the path their users look them
+up by (`/usr/bin/nvidia-smi`, `/var/run/nvidia-persistenced/socket`), even when the host file is
+reached through a link.
+"""
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import posixpath
+import re
+import stat
+from dataclasses import dataclass
+from typing import Iterable
+
+from cdi.driver_root import DriverRoot, DriverRootError, SymlinkLoopError
+from cdi.elf import EM_386, EM_AARCH64, EM_X86_64, ElfError, read_elf_library
+from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
+
+log = logging.getLogger(__name__)
+
+# Library names (the part of the soname before ".so") per capability.
+LIBRARIES = {
+    "utility": ("libnvidia-ml", "libnvidia-cfg", "libnvidia-nscq"),
+    "compute": ("libcuda", "libcudadebugger", "libnvidia-opencl", "libnvidia-gpucomp",
+                "libnvidia-ptxjitcompiler", "libnvidia-fatbinaryloader", "libnvidia-allocator",
+                "libnvidia-compiler", "libnvidia-pkcs11", "libnvidia-pkcs11-openssl3",
+                "libnvidia-nvvm"),
+    "video": ("libvdpau_nvidia", "libnvidia-encode", "libnvidia-opticalflow", "libnvcuvid"),
+    "graphics": ("libnvidia-eglcore", "libnvidia-glcore", "libnvidia-tls", "libnvidia-glsi",
+                 "libnvidia-fbc", "libnvidia-ifr", "libnvidia-rtcore", "libnvoptix",
+                 "libGLX_nvidia", "libEGL_nvidia", "libGLESv2_nvidia", "libGLESv1_CM_nvidia",
+                 "libnvidia-glvkspirv", "libnvidia-cbl"),
+    "ngx": ("libnvidia-ngx",),
+}
+BINARIES = {
+    "utility": ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"),
+    "compute": ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server"),
+}
+IPC_SOCKETS = {
+    "utility": ("/var/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket",
+                "/var/run/nvidia-fabricmanager/socket", "/run/nvidia-fabricmanager/socket"),
+}
+DEFAULT_MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"
+FIRMWARE_DIRECTORY = "/lib/firmware/nvidia/{version}"
+FIRMWARE_PATTERN = "gsp*.bin"
+LD_CACHE = "/etc/ld.so.cache"
+# The PATH the real tools fall back to; binaries are searched in it, inside the root.
+DEFAULT_SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Development links a library's users dlopen by (soname -> link name in the same directory).
+DEVELOPMENT_LINKS = {"libcuda.so.1": "libcuda.so"}
+
+ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
+# Libraries a capability needs beyond its own (REFERENCE §2).
+_IMPLIED_LIBRARIES = {"video": ("compute",), "display": ("graphics",)}
+COMMON = "common"   # the capability of files every request gets (GSP firmware)
+
+LIBRARY, LIBRARY32, BINARY, FIRMWARE = "library", "library32", "binary", "firmware"
+IPC_SOCKET, MPS_DIR = "ipc-socket", "mps-dir"
+
+_CAPABILITY_OF_LIBRARY = {name: cap for cap, names in LIBRARIES.items() for name in names}
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class _Abi:
+    cache_arch: int           # ld.so.cache flags & 0xff00
+    elf_machine: int
+    is_64bit: bool
+    scan_dirs: tuple[str, ...]  # where to look when the root has no ld.so.cache
+
+
+# Per machine: the native ABI and the 32-bit one that compat32 asks for (None: there is none).
+_ABIS = {
+    "x86_64": (_Abi(0x0300, EM_X86_64, True, ("/usr/lib/x86_64-linux-gnu", "/usr/lib64",
+                                              "/lib64", "/usr/lib")),
+               _Abi(0x0000, EM_386, False, ("/usr/lib/i386-linux-gnu", "/usr/lib32",
+                                            "/lib32", "/usr/lib"))),
+    "aarch64": (_Abi(0x0a00, EM_AARCH64, True, ("/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                                                "/lib64", "/usr/lib")), None),
+}
+
+
+class DriverFilesError(Exception):
+    """Discovery cannot run: bad root, version or capability, or an unreadable ld.so.cache."""
+
+
+@dataclass(frozen=True)
+class Symlink:
+    path: str      # absolute path of the link in the container
+    target: str    # what it points to: a file name in the same directory
+
+
+@dataclass(frozen=True)
+class DriverFile:
+    kind: str            # LIBRARY, LIBRARY32, BINARY, FIRMWARE, IPC_SOCKET or MPS_DIR
+    capability: str      # the capability that brings it (COMMON for firmware)
+    host_path: str       # absolute on the host: driver root + canonical path in the root
+    container_path: str  # path as seen from the root: where it goes in the container
+    soname: str | None = None
+    symlinks: tuple[Symlink, ...] = ()   # links a library needs next to it in the container
+
+
+@dataclass(frozen=True)
+class DriverFiles:
+    root: str
+    driver_version: str
+    files: tuple[DriverFile, ...]
+
+    def of_kind(self, *kinds: str) -> tuple[DriverFile, ...]:
+        return tuple(f for f in self.files if f.kind in kinds)
+
+    @property
+    def libraries(self) -> tuple[DriverFile, ...]:
+        return self.of_kind(LIBRARY, LIBRARY32)
+
+    @property
+    def symlinks(self) -> tuple[Symlink, ...]:
+        return tuple(link for f in self.files for link in f.symlinks)
+
+
+def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[str], *,
+                        search_path: str | None = None,
+                        mps_pipe_directory: str | None = None,
+                        machine: str | None = None) -> DriverFiles:
+    """Find the driver files for `capabilities` inside the driver root `root` ("/" on a host).
+
+    `driver_version` comes from NVML. `search_path` is a PATH-style list of binary directories
+    (inside the root; default DEFAULT_SEARCH_PATH). `mps_pipe_directory` defaults to
+    $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps. `machine` (default: this host's) picks the
+    library ABI. Raises DriverFilesError; missing files are not an error."""
+    if not isinstance(driver_version, str) or not _VERSION.fullmatch(driver_version):
+        raise DriverFilesError(f"invalid driver version {driver_version!r}")
+    caps = parse_capabilities(capabilities)
+    machine = machine or os.uname().machine
+    if machine not in _ABIS:
+        raise DriverFilesError(f"unsupported machine {machine!r} (known: {', '.join(_ABIS)})")
+    if mps_pipe_directory is None:
+        mps_pipe_directory = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or DEFAULT_MPS_PIPE_DIRECTORY
+    try:
+        search = _Search(DriverRoot(root), driver_version, _ABIS[machine])
+        files = (search.libraries(caps) + search.binaries(caps, search_path or DEFAULT_SEARCH_PATH)
+                 + search.firmware() + search.ipc_sockets(caps)
+                 + search.mps_directory(caps, mps_pipe_directory))
+    except DriverRootError as e:
+        raise DriverFilesError(str(e)) from None
+    return DriverFiles(root=search.root.path, driver_version=driver_version, files=tuple(files))
+
+
+def parse_capabilities(capabilities: Iterable[str]) -> frozenset[str]:
+    """The set of capability names, `all` expanded; an unknown name is an error."""
+    if isinstance(capabilities, str):
+        capabilities = capabilities.split(",")
+    caps = set()
+    for raw in capabilities:
+        name = raw.strip()
+        if not name:
+            continue
+        if name == "all":
+            caps.update(ALL_CAPABILITIES)
+        elif name in ALL_CAPABILITIES:
+            caps.add(name)
+        else:
+            raise DriverFilesError(f"unknown driver capability {name!r} "
+                                   f"(known: all, {', '.join(ALL_CAPABILITIES)})")
+    return frozenset(caps)
+
+
+def library_name(filename: str) -> str | None:
+    """"libcuda" for "libcuda.so", "libcuda.so.1" or "libcuda.so.550.54.15"; else None."""
+    stem, dot_so, rest = filename.partition(".so")
+    if not dot_so or (rest and not rest.startswith(".")):
+        return None
+    return stem
+
+
+class _Search:
+    def __init__(self, root: DriverRoot, version: str, abis: tuple[_Abi, _Abi | None]):
+        self.root = root
+        self.version = version
+        self.native, self.compat32 = abis
+
+    # -- libraries ---------------------------------------------------------------------------
+
+    def libraries(self, caps: frozenset[str]) -> list[DriverFile]:
+        wanted = {c for c in caps if c in LIBRARIES}
+        for cap in caps:
+            wanted.update(_IMPLIED_LIBRARIES.get(cap, ()))
+        abis = [(LIBRARY, self.native)]
+        if "compat32" in caps and self.compat32 is not None:
+            abis.append((LIBRARY32, self.compat32))
+        if not wanted:
+            return []
+        found: dict[tuple[str, str], DriverFile] = {}
+        for kind, abi, cap, path, key in self._library_candidates(wanted, abis):
+            library = self._library(kind, abi, cap, path, key)
+            if library is not None:
+                found.setdefault((kind, library.container_path), library)
+        for kind, _ in abis:
+            for cap in sorted(wanted):
+                if not any(f.kind == kind and f.capability == cap for f in found.values()):
+                    log.debug("no %s libraries for capability %s, driver %s, in %s",
+                              kind, cap, self.version, self.root.path)
+        return sorted(found.values(), key=lambda f: (f.kind, f.container_path))
+
+    def _library_candidates(self, wanted, abis):
+        """(kind, abi, capability, path in root, cache key) for every possible library."""
+        entries = self._ld_cache()
+        if entries is not None:
+            for entry in entries:   # one pass for all capabilities and both ABIs
+                cap = _CAPABILITY_OF_LIBRARY.get(library_name(entry.soname) or "")
+                if cap not in wanted or not entry.is_elf:
+                    continue
+                for kind, abi in abis:
+                    if entry.arch_flag == abi.cache_arch:
+                        yield kind, abi, cap, entry.path, entry.soname
+            return
+        for kind, abi in abis:
+            for directory in abi.scan_dirs:
+                resolved = self._resolve(directory)
+                if resolved is None:
+                    continue
+                for name in self.root.listdir(resolved):
+                    cap = _CAPABILITY_OF_LIBRARY.get(library_name(name) or "")
+                    if cap in wanted and name.endswith("." + self.version):
+                        yield kind, abi, cap, posixpath.join(resolved, name), None
+
+    def _ld_cache(self):
+        path = self._resolve(LD_CACHE)
+        if path is None:
+            log.debug("no %s in %s: scanning library directories", LD_CACHE, self.root.path)
+            return None
+        st = self.root.stat(path)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            raise DriverFilesError(f"{self.root.host_path(path)} is not a regular file")
+        fd = self.root.open_file(path)
+        try:
+            data = _read_all(fd, MAX_CACHE_SIZE + 1)
+        except OSError as e:
+            raise DriverFilesError(f"cannot read {self.root.host_path(path)}: "
+                                   f"{e.strerror or e}") from None
+        finally:
+            os.close(fd)
+        try:
+            return parse_ld_cache(data, self.root.host_path(path))
+        except LdCacheError as e:
+            raise DriverFilesError(str(e)) from None
+
+    def _library(self, kind, abi, cap, path, key) -> DriverFile | None:
+        resolved = self._resolve(path)
+        if resolved is None:
+            log.debug("library %s (%s) does not exist in %s", path, key, self.root.path)
+            return None
+        name = posixpath.basename(resolved)
+        if not name.endswith("." + self.version):
+            log.debug("skipping %s: %s is not of driver version %s", path, name, self.version)
+            return None
+        st = self.root.stat(resolved)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            log.debug("skipping %s: not a regular file", resolved)
+            return None
+        host_path = self.root.host_path(resolved)
+        fd = self.root.open_file(resolved)
+        try:
+            elf = read_elf_library(host_path, fd)
+        except ElfError as e:
+            log.debug("skipping %s: %s", host_path, e)
+            return None
+        finally:
+            os.close(fd)
+        if elf.is_64bit != abi.is_64bit or elf.machine != abi.elf_machine:
+            log.debug("skipping %s: not a %s library", host_path, kind)
+            return None
+        soname = elf.soname or key
+        if soname is not None and not _is_plain_name(soname):
+            log.warning("ignoring soname %r of %s: not a plain file name", soname, host_path)
+            soname = None
+        return DriverFile(kind, cap, host_path, resolved, soname,
+                          _library_symlinks(resolved, soname))
+
+    # -- everything else ---------------------------------------------------------------------
+
+    def binaries(self, caps: frozenset[str], search_path: str) -> list[DriverFile]:
+        dirs = [posixpath.normpath(d) for d in search_path.split(":") if d.startswith("/")]
+        found = []
+        for cap in sorted(caps & BINARIES.keys()):
+            for name in BINARIES[cap]:
+                binary = self._binary(cap, name, dict.fromkeys(dirs))
+                if binary is None:
+                    log.debug("binary %s not found in %s (searched %s)",
+                              name, self.root.path, ":".join(dirs))
+                else:
+                    found.append(binary)
+        return found
+
+    def _binary(self, cap, name, dirs) -> DriverFile | None:
+        for directory in dirs:
+            lookup = posixpath.join(directory, name)
+            resolved = self._resolve(lookup)
+            st = self.root.stat(resolved) if resolved else None
+            if st is not None and stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
+                return DriverFile(BINARY, cap, self.root.host_path(resolved), lookup)
+        return None
+
+    def firmware(self) -> list[DriverFile]:
+        directory = FIRMWARE_DIRECTORY.format(version=self.version)
+        resolved_dir = self._resolve(directory)
+        if resolved_dir is None:
+            log.debug("no firmware directory %s in %s", directory, self.root.path)
+            return []
+        found = []
+        for name in self.root.listdir(resolved_dir):
+            if not fnmatch.fnmatchcase(name, FIRMWARE_PATTERN):
+                continue
+            resolved = self._resolve(posixpath.join(resolved_dir, name))
+            st = self.root.stat(resolved) if resolved else None
+            if st is not None and stat.S_ISREG(st.st_mode):
+                found.append(DriverFile(FIRMWARE, COMMON, self.root.host_path(resolved),
+                                        posixpath.join(directory, name)))
+        if not found:
+            log.debug("no %s in %s%s", FIRMWARE_PATTERN, self.root.path, directory)
+        return found
+
+    def ipc_sockets(self, caps: frozenset[str]) -> list[DriverFile]:
+        found: dict[str, DriverFile] = {}
+        for cap in sorted(caps & IPC_SOCKETS.keys()):
+            for lookup in IPC_SOCKETS[cap]:
+                resolved = self._resolve(lookup)
+                st = self.root.stat(resolved) if resolved else None
+                if st is None or not stat.S_ISSOCK(st.st_mode):
+                    log.debug("no IPC socket %s in %s", lookup, self.root.path)
+                    continue
+                host_path = self.root.host_path(resolved)
+                # /var/run usually links to /run: the first spelling found is the one kept.
+                found.setdefault(host_path, DriverFile(IPC_SOCKET, cap, host_path, lookup))
+        return list(found.values())
+
+    def mps_directory(self, caps: frozenset[str], directory: str) -> list[DriverFile]:
+        if "compute" not in caps:
+            return []
+        if not directory.startswith("/"):
+            log.debug("ignoring MPS pipe directory %r: not an absolute path", directory)
+            return []
+        lookup = posixpath.normpath(directory)
+        resolved = self._resolve(lookup)
+        st = self.root.stat(resolved) if resolved else None
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            log.debug("no MPS pipe directory %s in %s", lookup, self.root.path)
+            return []
+        return [DriverFile(MPS_DIR, "compute", self.root.host_path(resolved), lookup)]
+
+    def _resolve(self, path: str) -> str | None:
+        """resolve() inside the root; a symlink loop is logged and treated as missing."""
+        try:
+            return self.root.resolve(path)
+        except SymlinkLoopError as e:
+            log.warning("%s", e)
+            return None
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _is_plain_name(name: str) -> bool:
+    return name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
+def _library_symlinks(container_path: str, soname: str | None) -> tuple[Symlink, ...]:
+    directory, name = posixpath.split(container_path)
+    if soname is None:
+        return ()
+    links = []
+    if soname != name:
+        links.append(Symlink(posixpath.join(directory, soname), name))
+    if soname in DEVELOPMENT_LINKS:
+        links.append(Symlink(posixpath.join(directory, DEVELOPMENT_LINKS[soname]), soname))
+    return tuple(links)

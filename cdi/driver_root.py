@@ -1,0 +1,139 @@
+"""Looking at files inside a driver root without ever leaving it.
+
+A driver root is "/" on a normal host, or a directory holding a driver installation (a driver
+container's rootfs, the simulated host). Its symlinks are written by whoever built that tree, so
+every path is resolved one component at a time as if the root were "/": an absolute link target
+restarts at the root, `..` stops at the root, and after MAX_SYMLINKS links the walk gives up, as
+openat2(RESOLVE_IN_ROOT) does. The result is a canonical path inside the root whose host form
+(root + path) contains no symlink below the root.
+
+This reads the admin's driver root on the discovery side, in pure Python; injecting into a
+container's rootfs (which an image controls, and where races matter) goes through the C helper.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+MAX_SYMLINKS = 40   # the kernel's limit for one path walk
+
+# Errors that mean "there is no such file here" rather than "something is wrong".
+_MISSING = (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
+
+
+class DriverRootError(Exception):
+    """The driver root itself is unusable, or a path inside it cannot be resolved."""
+
+
+class SymlinkLoopError(DriverRootError):
+    """Too many symlinks while resolving a path: a loop, or a deliberately long chain."""
+
+
+class DriverRoot:
+    def __init__(self, root: str):
+        if not root:
+            raise DriverRootError("driver root is empty")
+        # abspath, not realpath: the admin's spelling of the root (e.g. /run/nvidia/driver) is
+        # what users expect in host paths; the root itself is trusted, what lies below is not.
+        path = os.path.abspath(root)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise DriverRootError(f"driver root {root}: {e.strerror or e}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise DriverRootError(f"driver root {root} is not a directory")
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"DriverRoot({self.path!r})"
+
+    def host_path(self, path_in_root: str) -> str:
+        """The host's name for a canonical path inside the root ("/usr/lib" -> root + "/usr/lib")."""
+        if self.path == "/":
+            return path_in_root
+        return self.path + path_in_root if path_in_root != "/" else self.path
+
+    def resolve(self, path: str) -> str | None:
+        """Canonical absolute path inside the root for `path`, or None if it does not exist.
+
+        Relative paths are taken from the root, like absolute ones. Raises SymlinkLoopError after
+        MAX_SYMLINKS links and DriverRootError for errors other than "not there"."""
+        pending = _components(path)
+        parts: list[str] = []
+        followed = 0
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if parts:       # `parts` never holds a symlink, so popping is exact
+                    parts.pop()
+                continue
+            candidate = "/" + "/".join(parts + [name])
+            st = self._lstat(candidate)
+            if st is None:
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                followed += 1
+                if followed > MAX_SYMLINKS:
+                    raise SymlinkLoopError(
+                        f"too many levels of symbolic links resolving {path} "
+                        f"in driver root {self.path}")
+                target = self._readlink(candidate)
+                if target.startswith("/"):
+                    parts = []
+                pending.extend(_components(target))
+                continue
+            if not stat.S_ISDIR(st.st_mode) and any(p not in ("", ".") for p in pending):
+                return None     # a non-directory in the middle of the path: ENOTDIR
+            parts.append(name)
+        return "/" + "/".join(parts)
+
+    def stat(self, path_in_root: str) -> os.stat_result | None:
+        """lstat of a canonical path (from resolve): never follows a link."""
+        return self._lstat(path_in_root)
+
+    def listdir(self, path_in_root: str) -> list[str]:
+        """Sorted entries of a canonical directory path; [] when it is missing."""
+        try:
+            fd = os.open(self.host_path(path_in_root),
+                         os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno in _MISSING or e.errno == errno.ELOOP:
+                return []
+            raise DriverRootError(f"cannot list {self.host_path(path_in_root)}: "
+                                  f"{e.strerror or e}") from None
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    def open_file(self, path_in_root: str) -> int:
+        """Open a canonical path read-only without following a final symlink; returns the fd."""
+        host = self.host_path(path_in_root)
+        try:
+            return os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as e:
+            raise DriverRootError(f"cannot open {host}: {e.strerror or e}") from None
+
+    def _lstat(self, path_in_root: str) -> os.stat_result | None:
+        host = self.host_path(path_in_root)
+        try:
+            return os.lstat(host)
+        except OSError as e:
+            if e.errno in _MISSING:
+                return None
+            raise DriverRootError(f"cannot stat {host}: {e.strerror or e}") from None
+
+    def _readlink(self, path_in_root: str) -> str:
+        host = self.host_path(path_in_root)
+        try:
+            return os.readlink(host)
+        except OSError as e:
+            raise DriverRootError(f"cannot read link {host}: {e.strerror or e}") from None
+
+
+def _components(path: str) -> list[str]:
+    """Path components in reverse order, so that pop() yields the next one."""
+    return path.split("/")[::-1]
