@@ -1,0 +1,213 @@
+"""The CDI spec directories: which qualified device names exist, and which file defines each.
+
+Dirs come in rising priority (default /etc/cdi, then /var/run/cdi): a device in a later dir replaces
+one of the same name in an earlier dir; the same name twice in one dir is a conflict, and the device
+is dropped (reported, never guessed). Only `*.json` and `*.yaml` files are read. A file that is
+unreadable or invalid is reported and skipped; the others still count.
+
+Validating with jsonschema costs far more than the rest of a container start, so verdicts are
+cached by file identity (path, device, inode, size, mtime and ctime - ctime cannot be set back by a
+user - plus the schema's digest). The cache is optional and may be kept in a root-owned file that only
+its owner can write; the schema stays the only judge of what is valid.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cdi.errors import InvalidNameError, RequestError, SpecError
+from cdi.qualified_name import parse_qualified_name
+from cdi.spec import ContainerEdits, Device, Spec, parse_spec_text
+from cdi.validate import Problem, read_spec_bytes
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+SPEC_SUFFIXES = (".json", ".yaml")
+
+
+def _identity(path: str, st: os.stat_result) -> list:
+    return [path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+class ValidatedSpecCache:
+    """Files already found valid. `path=None` keeps the verdicts in memory only."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path else None
+        self._digest: str | None = None
+        self._entries: set[tuple] = set()
+        self._dirty = False
+        if self.path is not None:
+            self._load()
+
+    def _schema_digest(self) -> str:
+        if self._digest is None:
+            from cdi.validate import schema_digest
+
+            self._digest = schema_digest()
+        return self._digest
+
+    def _load(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            # a verdict anyone else could have written is worth nothing
+            if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                log.warning("ignoring CDI validation cache %s: not owned by us or writable by others", self.path)
+                return
+            try:
+                data = json.loads(f.read(4 * 1024 * 1024))
+            except ValueError:
+                return
+        if isinstance(data, dict) and data.get("schema") == self._schema_digest():
+            self._entries = {tuple(e) for e in data.get("entries", []) if isinstance(e, list)}
+
+    def is_valid(self, path: str, st: os.stat_result) -> bool:
+        return tuple(_identity(path, st)) in self._entries
+
+    def remember(self, path: str, st: os.stat_result) -> None:
+        key = tuple(_identity(path, st))
+        if key not in self._entries:
+            self._entries = {e for e in self._entries if e[0] != path} | {key}
+            self._dirty = True
+
+    def save(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        document = {"schema": self._schema_digest(), "entries": sorted(list(e) for e in self._entries)}
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump(document, out)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        self._dirty = False
+
+
+@dataclass(frozen=True)
+class RegisteredDevice:
+    name: str            # qualified: vendor/class=name
+    device: Device
+    spec: Spec
+    path: str            # the spec file
+    priority: int        # index of its spec dir
+
+
+@dataclass
+class Registry:
+    spec_dirs: tuple[str, ...] = DEFAULT_SPEC_DIRS
+    cache: ValidatedSpecCache | None = None
+    devices: dict[str, RegisteredDevice] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)   # unreadable or invalid files
+    conflicts: list[str] = field(default_factory=list)      # one line each
+
+    def __post_init__(self) -> None:
+        self.spec_dirs = tuple(str(d) for d in self.spec_dirs)
+        if self.cache is None:
+            self.cache = ValidatedSpecCache()
+        self.refresh()
+
+    def spec_files(self) -> list[tuple[int, str]]:
+        files = []
+        for priority, directory in enumerate(self.spec_dirs):
+            try:
+                names = sorted(os.listdir(directory))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self.problems.append(Problem(directory, "$", "read", exc.strerror or str(exc)))
+                continue
+            files += [(priority, os.path.join(directory, n)) for n in names if n.endswith(SPEC_SUFFIXES)]
+        return files
+
+    def load_spec(self, path: str) -> Spec | None:
+        """The spec in path, validated (or known valid from the cache); None and a problem if not."""
+        try:
+            data, st = read_spec_bytes(path)
+            document = parse_spec_text(data.decode("utf-8"), path)
+        except SpecError as exc:
+            self.problems.append(Problem(path, "$", "parse", exc.what))
+            return None
+        except UnicodeDecodeError:
+            self.problems.append(Problem(path, "$", "parse", "not UTF-8 text"))
+            return None
+        except OSError as exc:
+            self.problems.append(Problem(path, "$", "read", exc.strerror or str(exc)))
+            return None
+        if not self.cache.is_valid(path, st):
+            from cdi.validate import validate_document
+
+            problems = validate_document(document, path)
+            if problems:
+                self.problems += problems
+                return None
+            self.cache.remember(path, st)
+        try:
+            return Spec.from_dict(document)
+        except SpecError as exc:
+            self.problems.append(Problem(path, exc.where or "$", "type", exc.what))
+            return None
+
+    def refresh(self) -> None:
+        self.devices, self.problems, self.conflicts = {}, [], []
+        conflicted: dict[str, int] = {}  # name -> priority at which it conflicts
+        for priority, path in self.spec_files():
+            spec = self.load_spec(path)
+            if spec is None:
+                continue
+            for device in spec.devices:
+                name = f"{spec.kind}={device.name}"
+                if conflicted.get(name, -1) >= priority:
+                    continue
+                old = self.devices.get(name)
+                if old is not None and old.priority == priority:
+                    self.conflicts.append(f"device {name} defined in both {old.path} and {path}")
+                    conflicted[name] = priority
+                    del self.devices[name]
+                    continue
+                self.devices[name] = RegisteredDevice(name, device, spec, path, priority)
+        self.cache.save()
+
+    def edits_for(self, names: list[str]) -> ContainerEdits:
+        """The merged edits of the named devices in request order: each spec's common edits once (before
+        its first device), then each device's. Any name that is invalid or unknown fails the whole request."""
+        unknown = []
+        for name in names:
+            try:
+                parse_qualified_name(name)
+            except InvalidNameError:
+                unknown.append(repr(name))
+                continue
+            if name not in self.devices:
+                unknown.append(name)
+        if unknown:
+            raise RequestError(f"unresolvable CDI device{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+                               "spec dirs " + ", ".join(self.spec_dirs))
+        edits = ContainerEdits()
+        seen_specs: set[int] = set()
+        for name in dict.fromkeys(names):
+            registered = self.devices[name]
+            if id(registered.spec) not in seen_specs:
+                seen_specs.add(id(registered.spec))
+                edits.append(registered.spec.container_edits)
+            edits.append(registered.device.container_edits)
+        return edits
+
+
+def inject_devices(oci: dict, names: list[str], registry: Registry) -> dict:
+    """A new OCI spec with the named CDI devices applied; oci itself is never changed."""
+    from cdi.apply import apply_edits
+
+    return apply_edits(oci, registry.edits_for(names))

@@ -1,0 +1,252 @@
+"""CDI spec data types and their JSON form (REFERENCE §3).
+
+`from_dict` turns a parsed document into these types and rejects wrong types and unknown fields with
+the JSON path of the offender; the rules of valid CDI (names, versions, required fields, patterns)
+live in the schema (cdi/schema.json, cdi/validate.py), the one authority. `to_dict` writes fields in
+the usual order and leaves out unset ones, as Go's `omitempty` does, so our output matches other tools.
+YAML lives in cdi/spec_yaml.py so that the JSON path imports no YAML parser.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cdi.errors import SpecError
+
+# value kinds of a field: a scalar type name, a list of one, a str->str map, or a nested dataclass
+STR, INT, BOOL, STRS, INTS, STRMAP = "str", "int", "bool", "strs", "ints", "strmap"
+
+
+def _json(key: str, kind: Any, default: Any = None, required: bool = False) -> Any:
+    meta = {"json": key, "kind": kind, "required": required}
+    if isinstance(default, list):
+        return field(default_factory=list, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class DeviceNode:
+    path: str = _json("path", STR, required=True)
+    host_path: str | None = _json("hostPath", STR)
+    type: str | None = _json("type", STR)
+    major: int | None = _json("major", INT)
+    minor: int | None = _json("minor", INT)
+    file_mode: int | None = _json("fileMode", INT)
+    permissions: str | None = _json("permissions", STR)
+    uid: int | None = _json("uid", INT)
+    gid: int | None = _json("gid", INT)
+
+
+@dataclass
+class Mount:
+    host_path: str = _json("hostPath", STR, required=True)
+    container_path: str = _json("containerPath", STR, required=True)
+    options: list[str] = _json("options", STRS, [])
+    type: str | None = _json("type", STR)
+
+
+@dataclass
+class Hook:
+    hook_name: str = _json("hookName", STR, required=True)
+    path: str = _json("path", STR, required=True)
+    args: list[str] = _json("args", STRS, [])
+    env: list[str] = _json("env", STRS, [])
+    timeout: int | None = _json("timeout", INT)
+
+
+@dataclass
+class IntelRdt:
+    clos_id: str | None = _json("closID", STR)
+    l3_cache_schema: str | None = _json("l3CacheSchema", STR)
+    mem_bw_schema: str | None = _json("memBwSchema", STR)
+    enable_cmt: bool | None = _json("enableCMT", BOOL)
+    enable_mbm: bool | None = _json("enableMBM", BOOL)
+
+
+@dataclass
+class NetDevice:
+    host_interface_name: str = _json("hostInterfaceName", STR, required=True)
+    name: str = _json("name", STR, required=True)
+
+
+@dataclass
+class ContainerEdits:
+    env: list[str] = _json("env", STRS, [])
+    device_nodes: list[DeviceNode] = _json("deviceNodes", [DeviceNode], [])
+    mounts: list[Mount] = _json("mounts", [Mount], [])
+    hooks: list[Hook] = _json("hooks", [Hook], [])
+    intel_rdt: IntelRdt | None = _json("intelRdt", IntelRdt)
+    additional_gids: list[int] = _json("additionalGids", INTS, [])
+    net_devices: list[NetDevice] = _json("netDevices", [NetDevice], [])
+
+    def is_empty(self) -> bool:
+        return not (self.env or self.device_nodes or self.mounts or self.hooks or self.intel_rdt
+                    or self.additional_gids or self.net_devices)
+
+    def append(self, other: ContainerEdits | None) -> ContainerEdits:
+        """Add other's edits after ours (request order); a later intelRdt replaces an earlier one."""
+        if other is not None:
+            self.env += other.env
+            self.device_nodes += other.device_nodes
+            self.mounts += other.mounts
+            self.hooks += other.hooks
+            self.intel_rdt = other.intel_rdt or self.intel_rdt
+            self.additional_gids += other.additional_gids
+            self.net_devices += other.net_devices
+        return self
+
+
+@dataclass
+class Device:
+    name: str = _json("name", STR, required=True)
+    container_edits: ContainerEdits = _json("containerEdits", ContainerEdits, required=True)
+    annotations: dict[str, str] = field(default_factory=dict, metadata={"json": "annotations", "kind": STRMAP})
+
+
+@dataclass
+class Spec:
+    version: str | None = _json("cdiVersion", STR, required=True)  # None: written as the oldest version the content needs
+    kind: str = _json("kind", STR, required=True)
+    annotations: dict[str, str] = field(default_factory=dict, metadata={"json": "annotations", "kind": STRMAP})
+    devices: list[Device] = _json("devices", [Device], [])
+    container_edits: ContainerEdits | None = _json("containerEdits", ContainerEdits)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "$") -> Spec:
+        return _from_json(cls, data, where)
+
+    def to_dict(self) -> dict:
+        from cdi.spec_version import minimum_version
+
+        out = _to_json(self)
+        # cdiVersion first, as every writer does; fill it in when the caller left it to us
+        return {"cdiVersion": self.version or minimum_version(self), **{k: v for k, v in out.items()
+                                                                          if k != "cdiVersion"}}
+
+    def device(self, name: str) -> Device | None:
+        return next((d for d in self.devices if d.name == name), None)
+
+
+_TYPE_NAMES = {STR: "a string", INT: "an integer", BOOL: "a boolean"}
+
+
+def _scalar(kind: str, value: Any, where: str) -> Any:
+    ok = {STR: isinstance(value, str),
+          INT: isinstance(value, int) and not isinstance(value, bool),
+          BOOL: isinstance(value, bool)}[kind]
+    if not ok:
+        raise SpecError(f"expected {_TYPE_NAMES[kind]}, got {type(value).__name__}", where)
+    return value
+
+
+def _value(kind: Any, value: Any, where: str) -> Any:
+    if isinstance(kind, str) and kind in _TYPE_NAMES:
+        return _scalar(kind, value, where)
+    if isinstance(kind, str) and kind in (STRS, INTS):
+        if not isinstance(value, list):
+            raise SpecError(f"expected a list, got {type(value).__name__}", where)
+        item = STR if kind == STRS else INT
+        return [_scalar(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(kind, str) and kind == STRMAP:
+        if not isinstance(value, dict):
+            raise SpecError(f"expected a mapping, got {type(value).__name__}", where)
+        return {_scalar(STR, k, where): _scalar(STR, v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(kind, list):
+        if not isinstance(value, list):
+            raise SpecError(f"expected a list, got {type(value).__name__}", where)
+        return [_from_json(kind[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return _from_json(kind, value, where)
+
+
+def _from_json(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise SpecError(f"expected an object, got {type(data).__name__}", where)
+    by_key = {f.metadata["json"]: f for f in fields(cls)}
+    unknown = sorted(str(k) for k in data if k not in by_key)
+    if unknown:
+        raise SpecError(f"unknown field {unknown[0]!r}", where)
+    kwargs = {}
+    for key, value in data.items():
+        f = by_key[key]
+        kwargs[f.name] = _value(f.metadata["kind"], value, f"{where}.{key}")
+    for f in fields(cls):
+        if f.metadata.get("required") and f.name not in kwargs:
+            raise SpecError(f"missing required field {f.metadata['json']!r}", where)
+    return cls(**kwargs)
+
+
+def _to_json(obj: Any) -> dict:
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value is None or value == [] or value == {}:
+            continue  # omitempty
+        kind = f.metadata["kind"]
+        if isinstance(kind, list):
+            value = [_to_json(v) for v in value]
+        elif isinstance(kind, type):
+            value = _to_json(value)
+            if not value:
+                continue
+        elif kind == STRS or kind == INTS:
+            value = list(value)
+        elif kind == STRMAP:
+            value = dict(value)
+        out[f.metadata["json"]] = value
+    return out
+
+
+# --- files -----------------------------------------------------------------------------------------
+
+def is_yaml_path(path: str | os.PathLike) -> bool:
+    return str(path).endswith((".yaml", ".yml"))
+
+
+def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = None) -> dict:
+    """The raw document of a spec file (JSON, or YAML with names kept as strings)."""
+    if yaml_format is None:
+        yaml_format = is_yaml_path(path)
+    if yaml_format:
+        from cdi.spec_yaml import load_yaml_document  # imported only when a YAML spec is read
+
+        return load_yaml_document(text, path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SpecError(f"invalid JSON: {exc}", path) from None
+
+
+def spec_to_json(spec: Spec) -> str:
+    return json.dumps(spec.to_dict(), indent=2) + "\n"
+
+
+def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> Path:
+    """Write spec to path (format by extension) through a temp file and a rename, so a reader never
+    sees half a spec; the content is validated first, so we never write a spec consumers reject."""
+    from cdi.validate import validate_document
+
+    path = Path(path)
+    document = spec.to_dict()
+    validate_document(document, str(path), raise_first=True)
+    if is_yaml_path(path):
+        from cdi.spec_yaml import dump_yaml_document
+
+        text = dump_yaml_document(document)
+    else:
+        text = json.dumps(document, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,156 @@
+"""Validation of CDI specs against our strict schema (cdi/schema.json), the one authority on valid CDI.
+
+jsonschema is imported on first use only: the container start path normally finds a spec in the
+registry's cache of already validated files (cdi.registry) and never gets here. Besides the schema,
+two rules a JSON Schema cannot express are checked here: device names are unique within a spec, and
+`cdiVersion` is at least the version the content needs (cdi.spec_version).
+
+Every problem names the file, the JSON path and the rule broken, one line each.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cdi.errors import SpecError
+from cdi.spec import Spec, parse_spec_text
+from cdi.spec_version import KNOWN_VERSIONS, minimum_version_of, version_key
+
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+# A spec is a few hundred KiB at most; refusing giants keeps a hostile file from eating memory.
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+MAX_PROBLEMS_PER_FILE = 50
+
+_validator = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    json_path: str
+    rule: str
+    message: str
+
+    @property
+    def what(self) -> str:
+        return f"{self.json_path}: {self.message} [{self.rule}]"
+
+    def __str__(self) -> str:  # the `<what> (<where>)` of the project's error lines
+        return f"{self.what} ({self.file})"
+
+
+def schema_bytes() -> bytes:
+    return SCHEMA_PATH.read_bytes()
+
+
+def schema_digest() -> str:
+    """Identifies the schema a cached verdict was reached with; a changed schema invalidates the cache."""
+    return hashlib.sha256(schema_bytes()).hexdigest()[:16]
+
+
+def _get_validator():
+    global _validator
+    if _validator is None:
+        import jsonschema  # 140-210 ms cold: only when a spec really must be validated
+
+        schema = json.loads(schema_bytes())
+        _validator = jsonschema.Draft202012Validator(schema)
+    return _validator
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _message(error) -> str:
+    # Patterns and "not empty" rules read badly as regexes; their schema says in words what is wanted.
+    description = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator in ("pattern", "anyOf") and description:
+        return f"{_short(error.instance)}: {description}"
+    text = " ".join(error.message.split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _semantic_problems(document: dict, file: str) -> list[Problem]:
+    problems = []
+    seen: dict[str, int] = {}
+    for i, device in enumerate(document.get("devices") or []):
+        name = device.get("name") if isinstance(device, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                problems.append(Problem(file, f"$.devices[{i}].name", "unique-device-names",
+                                        f"device {name!r} already defined at $.devices[{seen[name]}]"))
+            seen.setdefault(name, i)
+    declared = document.get("cdiVersion")
+    if declared in KNOWN_VERSIONS:
+        needed, why = minimum_version_of(document)
+        if version_key(declared) < version_key(needed):
+            problems.append(Problem(file, "$.cdiVersion", "minimum-version",
+                                    f"cdiVersion {declared} is too old: {why} needs {needed} or later"))
+    return problems
+
+
+def validate_document(document: Any, file: str, raise_first: bool = False) -> list[Problem]:
+    """Every problem of a parsed spec document; with raise_first, a SpecError for the first one."""
+    errors = sorted(_get_validator().iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)),
+                                                                          e.validator))
+    problems = [Problem(file, e.json_path, str(e.validator), _message(e)) for e in errors]
+    if isinstance(document, dict):
+        problems += _semantic_problems(document, file)
+    problems = problems[:MAX_PROBLEMS_PER_FILE]
+    if raise_first and problems:
+        raise SpecError(f"invalid CDI spec: {problems[0].what}", file)
+    return problems
+
+
+def read_spec_bytes(path: str | os.PathLike) -> tuple[bytes, os.stat_result]:
+    """The content of a spec file and the fstat of the very file read (the cache key of cdi.registry)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecError("not a regular file", str(path))
+        if st.st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes", str(path))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes", str(path))
+        return data, st
+    finally:
+        os.close(fd)
+
+
+def load_document(path: str | os.PathLike) -> tuple[dict, os.stat_result]:
+    data, st = read_spec_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text: byte {exc.start}", str(path)) from None
+    return parse_spec_text(text, str(path)), st
+
+
+def check_spec_file(path: str | os.PathLike) -> tuple[Spec | None, list[Problem]]:
+    """Read, parse and validate one spec file: (the spec, []) or (None, its problems).
+    A file that cannot be read or parsed is one problem at `$`."""
+    file = str(path)
+    try:
+        document, _ = load_document(path)
+    except SpecError as exc:
+        return None, [Problem(file, "$", "parse", exc.what)]
+    except OSError as exc:
+        return None, [Problem(file, "$", "read", exc.strerror or str(exc))]
+    problems = validate_document(document, file)
+    if problems:
+        return None, problems
+    try:
+        return Spec.from_dict(document), []
+    except SpecError as exc:  # cannot happen for a document the schema accepted; kept as a clear error
+        return None, [Problem(file, exc.where or "$", "type", exc.what)]
