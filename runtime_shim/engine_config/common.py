@@ -1,0 +1,188 @@
+"""What every engine writer shares: the request, a plan of file changes, its diff, and applying it.
+
+An engine module never touches the disk itself beyond reading: it turns the current files into a
+`Plan` (each file's text before and after), so `--dry-run` is just printing the plan's diff and a
+real run is writing exactly that. Writes are atomic (temp file in the same directory, fsync, rename)
+and keep the file's mode and owner; when one file of a plan fails, the files already written are put
+back, so an engine never sees half a configuration.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RUNTIME_EXECUTABLE = "nvidia-container-runtime"
+HOOK_EXECUTABLE = "nvidia-container-runtime-hook"
+# Where the packages install the programs; used when they are found neither next to nvidia-ctk nor in PATH.
+SYSTEM_BIN_DIR = "/usr/bin"
+
+
+class EngineConfigError(Exception):
+    """A configuration that cannot be changed safely; `where` names the file or option."""
+
+    def __init__(self, what: str, where: str | None = None):
+        super().__init__(what)
+        self.what = what
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.where})" if self.where else self.what
+
+
+@dataclass(frozen=True)
+class RuntimeRequest:
+    """What the user asked for, independent of the engine."""
+
+    name: str = "nvidia"
+    runtime_path: str = f"{SYSTEM_BIN_DIR}/{RUNTIME_EXECUTABLE}"
+    hook_path: str = f"{SYSTEM_BIN_DIR}/{HOOK_EXECUTABLE}"
+    set_as_default: bool = False
+    enable_cdi: bool = False
+
+
+@dataclass
+class FileChange:
+    """One file's text before and after; None means the file does not exist (or is to be deleted)."""
+
+    path: str
+    before: str | None
+    after: str | None
+    # bookkeeping files (undo records) are written and removed with the plan but not shown in diffs
+    show_diff: bool = True
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        if not self.changed:
+            return ""
+        before = (self.before or "").splitlines(keepends=True)
+        after = (self.after or "").splitlines(keepends=True)
+        lines = difflib.unified_diff(
+            before, after,
+            fromfile=self.path if self.before is not None else "/dev/null",
+            tofile=self.path if self.after is not None else "/dev/null",
+        )
+        # difflib leaves a last line without "\n" unterminated; a diff must stay line-oriented
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+@dataclass
+class Plan:
+    """The changes one `runtime configure` run makes, in the order they must be written."""
+
+    engine: str
+    changes: list[FileChange] = field(default_factory=list)
+    # the daemon that must be restarted to read the new configuration, None when none needs it
+    restart: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[FileChange]:
+        return [c for c in self.changes if c.changed]
+
+    def diff(self) -> str:
+        parts = []
+        for change in self.pending:
+            if change.show_diff:
+                parts.append(change.diff())
+            else:
+                verb = "delete" if change.after is None else "write"
+                parts.append(f"# would also {verb} {change.path} (undo record for --remove)\n")
+        return "".join(parts)
+
+
+def read_config_text(path: str) -> str | None:
+    """The file's text, or None when it does not exist. Anything else unreadable is an error."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise EngineConfigError("is a directory, expected a config file", path) from None
+    except OSError as exc:
+        raise EngineConfigError(f"cannot read config: {exc.strerror}", path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EngineConfigError(f"config is not UTF-8 text (byte {exc.start})", path) from None
+
+
+def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
+    """Replace path with text in one rename, keeping an existing file's mode and owner."""
+    target = Path(path)
+    try:
+        st = os.stat(path)
+        mode, owner = st.st_mode & 0o7777, (st.st_uid, st.st_gid)
+    except FileNotFoundError:
+        mode, owner = default_mode, None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            if owner is not None:
+                os.fchown(f.fileno(), *owner)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _put(path: str, text: str | None) -> None:
+    if text is None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    else:
+        write_atomically(path, text)
+
+
+def apply_plan(plan: Plan) -> list[str]:
+    """Write every pending change in order; on failure restore what was already written. Returns the paths."""
+    done: list[FileChange] = []
+    try:
+        for change in plan.pending:
+            _put(change.path, change.after)
+            done.append(change)
+    except OSError as exc:
+        for change in reversed(done):
+            try:
+                _put(change.path, change.before)
+            except OSError:
+                pass  # the first error is the one to report
+        raise EngineConfigError(f"cannot write config: {exc.strerror or exc}", exc.filename or change.path) from None
+    return [c.path for c in done]
+
+
+def find_program(name: str, next_to: list[str] | tuple[str, ...] = ()) -> str:
+    """Absolute path of name: beside nvidia-ctk first (a virtualenv or /usr/bin), then PATH, then /usr/bin."""
+    for directory in next_to:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    found = shutil.which(name)
+    return os.path.abspath(found) if found else f"{SYSTEM_BIN_DIR}/{name}"
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def json_line_location(exc: json.JSONDecodeError) -> str:
+    return f"line {exc.lineno} column {exc.colno}"
