@@ -1,0 +1,130 @@
+"""A rootfs full of hostile symlinks never makes the C helper create or mount anything outside it.
+
+The "host" is a temp dir next to the rootfs (plus a unique name at the real /, for `/etc -> /`). Each
+hostile entry is used as a path, as a parent dir and as a mount target by every rootfs operation; the
+operation may fail or land inside the root, and afterwards the host dir, the real / and the mount
+table (outside the root) must be exactly as before. Everything runs in a private mount namespace.
+"""
+import os
+import uuid
+
+import pytest
+
+from libcontainer_c.errors import ContainerFsError
+from libcontainer_c.rootfs import LIBRARY, READONLY_FILES, Rootfs
+from tests.unit.libcontainer_c.mountns import (mountinfo_lines, run_in_private_mount_ns,
+                                               tree_listing)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount tests need root")
+
+
+def hostile_links(host):
+    """name -> target of symlinks that point (for a naive, path-string resolver) at the host."""
+    climb = "../" * 12 + str(host).lstrip("/")
+    return {
+        "etc": "/",                               # absolute to the host root
+        "abshost": str(host),                     # absolute to the host dir
+        "climb": climb,                           # ..-climbing relative link
+        "lib": "/../../" + str(host).lstrip("/"),  # absolute with .. at the top
+        "sibling": "../host",                     # the host dir sits next to the rootfs
+        "loop1": "loop2", "loop2": "loop1",       # a loop
+        "magic": "/proc/self/root" + str(host),   # a magic link through procfs
+        "magicfd": "/proc/self/cwd",
+        "usr/lib": str(host),                     # a symlinked parent directory
+        "usr/lib64": "../../../../" + str(host).lstrip("/"),
+        "dev/nvidia0": str(host / "victim"),      # a placeholder that is a link to a host file
+    }
+
+
+def build_rootfs(tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "victim").write_text("host file")
+    (host / "subdir").mkdir()
+    root = tmp_path / "rootfs"
+    for sub in ("usr", "dev", "proc"):
+        (root / sub).mkdir(parents=True)
+    for name, target in hostile_links(host).items():
+        os.symlink(target, root / name)
+    # a decoy at the host dir's path INSIDE the root: clamped links land here and the ops succeed
+    (root / str(host).lstrip("/") / "subdir").mkdir(parents=True)
+    src = tmp_path / "source"
+    (src / "dir").mkdir(parents=True)
+    (src / "dir/payload").write_text("payload")
+    (src / "lib.so").write_bytes(b"\x7fELF payload")
+    return host, root, src
+
+
+def attack(host, root_path, src, unique):
+    """Every operation against every hostile entry; returns what happened and the mount diff."""
+    outcomes = []
+    with Rootfs(root_path) as root:
+        # a real procfs inside the root, so that the magic links have something to point through
+        proc = root.bind("/proc", "/proc", READONLY_FILES)
+        before = mountinfo_lines()
+        mounts = []
+        for entry in hostile_links(host):
+            base = "/" + entry
+            ops = {
+                "make_file": lambda p=base: os.close(root.make_file(p + "/" + unique)),
+                "make_file_on_link": lambda p=base: os.close(root.make_file(p)),
+                "make_dir": lambda p=base: os.close(root.make_dir(p + "/" + unique + ".d")),
+                "mkdirs": lambda p=base: root.mkdirs(p + "/" + unique + ".p/a/b"),
+                "symlink": lambda p=base: root.symlink("x", p + "/" + unique + ".l"),
+                "symlink_over_link": lambda p=base: root.symlink("x", p + "/subdir"),
+                "bind_file": lambda p=base: mounts.append(
+                    root.bind(str(src / "lib.so"), p + "/" + unique + ".so", LIBRARY)),
+                "bind_dir": lambda p=base: mounts.append(
+                    root.bind(str(src / "dir"), p + "/" + unique + ".bd", READONLY_FILES)),
+                "bind_dir_on_existing": lambda p=base: mounts.append(
+                    root.bind(str(src / "dir"), p + "/subdir", READONLY_FILES)),
+                "tmpfs": lambda p=base: mounts.append(root.mount_tmpfs(p + "/" + unique + ".t")),
+            }
+            for name, op in ops.items():
+                try:
+                    op()
+                    outcomes.append((entry, name, "ok"))
+                except ContainerFsError as err:
+                    outcomes.append((entry, name, err.errno))
+        new_mounts = [line.split()[2] for line in mountinfo_lines() - before]
+        inside = sorted(os.listdir(root_path)) + sorted(os.listdir(root_path / str(host).lstrip("/")))
+        for m in reversed(mounts):
+            m.unmount()
+        proc.unmount()
+    return outcomes, new_mounts, inside
+
+
+def test_hostile_symlinks_never_escape(tmp_path):
+    unique = f"gct-escape-{uuid.uuid4().hex[:8]}"
+    machine_mounts = mountinfo_lines()
+    host, root, src = build_rootfs(tmp_path)
+    host_before = tree_listing(host)
+
+    outcomes, new_mounts, inside = run_in_private_mount_ns(attack, host, root, src, unique)
+
+    # nothing appeared in or changed below the host dir, nor at the real /
+    assert tree_listing(tmp_path / "host") == host_before
+    assert not [n for n in os.listdir("/") if n.startswith(unique)]
+    assert (tmp_path / "host/victim").read_text() == "host file"
+    # every mount made during the attack is inside the rootfs
+    rootfs = str(tmp_path / "rootfs")
+    assert new_mounts, "the attack mounted nothing: the test is not exercising mounts"
+    for point in new_mounts:
+        assert point.startswith(rootfs + "/"), point
+    # the machine's mount table is unchanged
+    assert mountinfo_lines() == machine_mounts
+
+    results = {(entry, op): result for entry, op, result in outcomes}
+    # magic links are refused, loops fail, a link as the placeholder itself is refused
+    assert results[("magic", "make_file")] == 40  # ELOOP
+    assert results[("magicfd", "mkdirs")] == 40
+    assert results[("loop1", "make_dir")] == 40
+    assert results[("dev/nvidia0", "make_file_on_link")] == 40
+    # absolute and climbing links are clamped at the root: the operation lands inside it
+    assert results[("etc", "make_file")] == "ok" and unique in inside and unique + ".so" in inside
+    assert results[("etc", "bind_file")] == "ok"
+    assert results[("etc", "bind_dir")] == "ok"
+    for entry in ("abshost", "climb", "lib", "usr/lib", "usr/lib64"):
+        for op in ("make_file", "mkdirs", "symlink", "bind_file", "bind_dir", "bind_dir_on_existing", "tmpfs"):
+            assert results[(entry, op)] == "ok", (entry, op, results[(entry, op)])
+    assert results[("sibling", "make_file")] == 2  # ENOENT: ../host is clamped to the missing /host
