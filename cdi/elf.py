@@ -79,9 +79,11 @@ class _Reader:
         return data
 
     def library(self) -> ElfLibrary:
-        ident = self.read(0, 16, "ELF identification")
+        ident = self.read(0, min(16, self.size), "ELF identification")
         if ident[:4] != ELF_MAGIC:
             raise ElfError(f"{self.path}: not an ELF file")
+        if len(ident) < 16:
+            raise ElfError(f"{self.path}: truncated ELF identification")
         elf_class, data_encoding = ident[4], ident[5]
         if elf_class not in _LAYOUTS or data_encoding not in (1, 2):
             raise ElfError(f"{self.path}: unknown ELF class {elf_class} or encoding {data_encoding}")
