@@ -42,3 +42,41 @@ int gct_mount_tmpfs(int targetfd, const char *options, unsigned int attr_set);
 /* symlinks.c: linkpath -> target, made under a temporary name and renamed into place; replaces an
  * existing symlink; EISDIR for a directory, EEXIST for any other existing entry */
 int gct_symlink(int rootfd, const char *target, const char *linkpath);
+
+/* placeholder.c: a new regular file (O_EXCL, last component not followed) holding data */
+int gct_write_new_file(int rootfd, const char *path, const char *data, unsigned long len, unsigned int mode);
+
+/* batch.c: operations run by a forked child, optionally in another mount namespace */
+enum {
+    GCT_OP_MKDIR = 1,      /* mkdir -p path (mode) */
+    GCT_OP_FILE = 2,       /* placeholder file at path (mode) */
+    GCT_OP_DIR = 3,        /* placeholder dir at path (mode) */
+    GCT_OP_BIND = 4,       /* attach tree src_fd (from gct_clone_tree) at path; attr_set/attr_clr */
+    GCT_OP_SYMLINK = 5,    /* path -> target */
+    GCT_OP_TMPFS = 6,      /* tmpfs on dir path; data = "key=value,..." options or NULL; attr_set */
+    GCT_OP_WRITE_FILE = 7, /* new file at path with data_len bytes of data (mode) */
+    GCT_OP_REMOUNT = 8     /* mount_setattr attr_set/attr_clr on the mount whose root is path */
+};
+struct gct_op {
+    int kind;
+    const char *path;
+    const char *target;
+    const char *data;
+    unsigned long data_len;
+    int src_fd;
+    unsigned int mode;
+    unsigned int attr_set;
+    unsigned int attr_clr;
+};
+struct gct_batch_error {
+    int err;          /* errno; 0 = success */
+    int index;        /* failed operation, -1 when the setup failed (see stage) */
+    int kind;         /* GCT_OP_* of the failed operation */
+    char stage[32];   /* "operation", "setns", "open root", "fork", "child died" ... */
+    char path[4096];  /* the operation's path (or the root for setup stages) */
+};
+/* Forks; the child enters mntns_fd (skipped when -1), opens root_path there and runs ops in order.
+ * mounts: caller-provided scratch of nops ints (no allocation happens in the child). On the first
+ * error the child unmounts what it mounted; returns -1 with errno and error filled in. */
+int gct_run_batch(int mntns_fd, const char *root_path, const struct gct_op *ops, unsigned long nops,
+                  int *mounts, struct gct_batch_error *error);

@@ -85,3 +85,32 @@ int gct_placeholder_dir(int rootfd, const char *path, unsigned int mode)
         return -1;
     return check_kind(fd, 1);
 }
+
+int gct_write_new_file(int rootfd, const char *path, const char *data, unsigned long len, unsigned int mode)
+{
+    char name[NAME_MAX + 1];
+    int parent, fd;
+    ssize_t n;
+
+    parent = open_parent(rootfd, path, name, sizeof(name), 0755);
+    if (parent < 0)
+        return -1;
+    fd = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    gct_close_keep_errno(parent);
+    if (fd < 0)
+        return -1;
+    while (len > 0) {
+        n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            gct_close_keep_errno(fd);
+            return -1;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return close(fd);
+}

@@ -1,0 +1,157 @@
+"""Changes to a LIVE container's rootfs, made in its mount namespace by a forked child.
+
+The caller (the prestart hook) never changes namespace: it builds a :class:`RootfsBatch` in Python,
+and :meth:`RootfsBatch.run` forks one child, in C, that does ``setns`` on ``/proc/<pid>/ns/mnt``,
+opens the rootfs there and runs the operations in order. No Python runs after the fork. Bind sources
+are cloned (``open_tree``) here, in the caller's namespace, when the operation is added; the kernel
+lets the child attach those trees inside the container's namespace.
+
+On the first failing operation the child unmounts everything it mounted (last first) and
+:meth:`run` raises :class:`BatchError` naming the operation, its container path and the errno.
+Directories, placeholders and links already made are left (they are harmless empty entries).
+
+    batch = RootfsBatch()
+    batch.bind("/dev/nvidia0", "/dev/nvidia0", DEVICE_NODE)
+    batch.bind(host_lib, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54", LIBRARY)
+    batch.symlink("libcuda.so.550.54", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+    batch.tmpfs("/proc/driver/nvidia")
+    batch.write_file("/proc/driver/nvidia/version", version_text)
+    batch.remount("/proc/driver/nvidia", readonly=True)
+    batch.run(rootfs=state_rootfs, pid=state_pid)
+"""
+import os
+
+from ._native import ffi, lib
+from .errors import ContainerFsError
+from .rootfs import NODEV, NOEXEC, NOSUID, RDONLY, MountOptions, clone_source
+
+OPERATION_NAMES = {
+    lib.GCT_OP_MKDIR: "mkdir -p",
+    lib.GCT_OP_FILE: "create placeholder file",
+    lib.GCT_OP_DIR: "create placeholder dir",
+    lib.GCT_OP_BIND: "bind mount",
+    lib.GCT_OP_SYMLINK: "symlink",
+    lib.GCT_OP_TMPFS: "mount tmpfs",
+    lib.GCT_OP_WRITE_FILE: "write file",
+    lib.GCT_OP_REMOUNT: "remount",
+}
+
+
+class BatchError(ContainerFsError):
+    """A batch failed. ``index`` is the failed operation's position (-1: the setup, e.g. setns),
+    ``operation`` its name (or the setup stage), ``filename`` its container path (or the rootfs)."""
+
+    def __init__(self, errno: int, operation: str, path=None, index: int = -1):
+        super().__init__(errno, operation, path)
+        self.index = index
+
+    def __reduce__(self):
+        return (type(self), (self.errno, self.operation, self.filename, self.index))
+
+
+class RootfsBatch:
+    """An ordered list of rootfs operations, run at once by :meth:`run`. Paths are container paths,
+    resolved inside the rootfs (see :mod:`libcontainer_c.rootfs` for what each operation accepts)."""
+
+    def __init__(self):
+        self._ops = []      # (kind, path, target, data, src_fd, mode, attr_set, attr_clr)
+        self._trees = []    # tree fds we own until close()
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def _add(self, kind, path, target=None, data=None, src_fd=-1, mode=0, attr_set=0, attr_clr=0):
+        self._ops.append((kind, os.fsencode(path), target, data, src_fd, mode, attr_set, attr_clr))
+        return self
+
+    def mkdirs(self, path, mode: int = 0o755):
+        return self._add(lib.GCT_OP_MKDIR, path, mode=mode)
+
+    def make_file(self, path, mode: int = 0o644):
+        return self._add(lib.GCT_OP_FILE, path, mode=mode)
+
+    def make_dir(self, path, mode: int = 0o755):
+        return self._add(lib.GCT_OP_DIR, path, mode=mode)
+
+    def symlink(self, target, path):
+        return self._add(lib.GCT_OP_SYMLINK, path, target=os.fsencode(target))
+
+    def write_file(self, path, data, mode: int = 0o444):
+        """A new file (it must not exist) with ``data`` (bytes or str), e.g. inside a tmpfs."""
+        if isinstance(data, str):
+            data = data.encode()
+        return self._add(lib.GCT_OP_WRITE_FILE, path, data=bytes(data), mode=mode)
+
+    def bind(self, source, path, options: MountOptions):
+        """Bind the host ``source`` (path or fd) onto ``path``; cloned now, in this namespace."""
+        tree, _ = clone_source(source, options)
+        self._trees.append(tree)
+        return self._add(lib.GCT_OP_BIND, path, src_fd=tree, attr_set=options.set, attr_clr=options.clear)
+
+    def tmpfs(self, path, options: str = "mode=0755", readonly: bool = False):
+        """A new tmpfs (nosuid,nodev,noexec) on the directory ``path``. To fill it and then seal it,
+        add write_file operations and a ``remount(path, readonly=True)`` after it."""
+        attrs = NOSUID | NODEV | NOEXEC | (RDONLY if readonly else 0)
+        return self._add(lib.GCT_OP_TMPFS, path, data=options.encode(), attr_set=attrs)
+
+    def remount(self, path, readonly: bool = True):
+        """Make the mount whose root is ``path`` read-only (or read-write)."""
+        if readonly:
+            return self._add(lib.GCT_OP_REMOUNT, path, attr_set=RDONLY)
+        return self._add(lib.GCT_OP_REMOUNT, path, attr_clr=RDONLY)
+
+    def run(self, rootfs, pid: int = None) -> None:
+        """Run every operation in a forked child; ``rootfs`` is the host path of the container's
+        root as seen in its mount namespace, ``pid`` a process in that namespace (None: this
+        process's namespace). Raises BatchError on the first failure, after the rollback."""
+        keep = []  # cffi buffers must outlive the call
+        ops = ffi.new("struct gct_op[]", max(len(self._ops), 1))
+        for op, (kind, path, target, data, src_fd, mode, attr_set, attr_clr) in zip(ops, self._ops):
+            op.kind, op.src_fd, op.mode, op.attr_set, op.attr_clr = kind, src_fd, mode, attr_set, attr_clr
+            op.path = _buffer(path, keep)
+            if target is not None:
+                op.target = _buffer(target, keep)
+            if data is not None:
+                op.data = _buffer(data, keep)
+                op.data_len = len(data)
+        mounts = ffi.new("int[]", max(len(self._ops), 1))
+        error = ffi.new("struct gct_batch_error *")
+        ns_fd = -1
+        if pid is not None:
+            try:
+                ns_fd = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as err:
+                raise BatchError(err.errno, "open mount namespace", f"/proc/{pid}/ns/mnt") from None
+        try:
+            rc = lib.gct_run_batch(ns_fd, os.fsencode(rootfs), ops, len(self._ops), mounts, error)
+        finally:
+            if ns_fd >= 0:
+                os.close(ns_fd)
+        if rc < 0:
+            raise _batch_error(error, rootfs)
+
+    def close(self) -> None:
+        """Release the cloned bind sources (attached mounts stay; unattached clones vanish)."""
+        while self._trees:
+            os.close(self._trees.pop())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _buffer(data: bytes, keep: list):
+    buf = ffi.new("char[]", data)
+    keep.append(buf)
+    return buf
+
+
+def _batch_error(error, rootfs) -> BatchError:
+    index = error.index
+    if index >= 0:
+        return BatchError(error.err, OPERATION_NAMES.get(error.kind, f"operation {error.kind}"),
+                          ffi.string(error.path), index)
+    stage = ffi.string(error.stage).decode()
+    return BatchError(error.err, stage, ffi.string(error.path) or os.fsencode(rootfs), index)

@@ -1,0 +1,222 @@
+/* A batch of rootfs operations run by a forked child, optionally inside another process's mount
+ * namespace (setns on /proc/<pid>/ns/mnt). The caller never changes namespace itself, and no Python
+ * runs in the child: the batch is a plain array the child walks in C. On the first failure the child
+ * unmounts what it mounted (last first) and reports which operation failed, on which path, with
+ * which errno. Bind sources are tree fds cloned by the caller (in its own namespace) before the fork. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "libcontainer.h"
+
+static void set_error(struct gct_batch_error *e, int index, int kind, const char *stage, const char *path)
+{
+    e->err = errno ? errno : EIO;
+    e->index = index;
+    e->kind = kind;
+    strncpy(e->stage, stage, sizeof(e->stage) - 1);
+    e->stage[sizeof(e->stage) - 1] = '\0';
+    strncpy(e->path, path ? path : "", sizeof(e->path) - 1);
+    e->path[sizeof(e->path) - 1] = '\0';
+}
+
+static int bind_op(int rootfd, const struct gct_op *op)
+{
+    struct stat st;
+    int target, rc;
+
+    if (fstat(op->src_fd, &st) < 0)
+        return -1;
+    target = S_ISDIR(st.st_mode) ? gct_placeholder_dir(rootfd, op->path, 0755)
+                                 : gct_placeholder_file(rootfd, op->path, 0644);
+    if (target < 0)
+        return -1;
+    rc = gct_bind_tree(op->src_fd, target, op->attr_set, op->attr_clr);
+    gct_close_keep_errno(target);
+    return rc < 0 ? -1 : op->src_fd;
+}
+
+static int tmpfs_op(int rootfd, const struct gct_op *op)
+{
+    int target, mntfd;
+
+    target = gct_placeholder_dir(rootfd, op->path, 0755);
+    if (target < 0)
+        return -1;
+    mntfd = gct_mount_tmpfs(target, op->data, op->attr_set);
+    gct_close_keep_errno(target);
+    return mntfd;
+}
+
+static int remount_op(int rootfd, const struct gct_op *op)
+{
+    struct mount_attr attr;
+    int fd, rc;
+
+    fd = gct_resolve(rootfd, op->path, O_PATH);
+    if (fd < 0)
+        return -1;
+    memset(&attr, 0, sizeof(attr));
+    attr.attr_set = op->attr_set;
+    attr.attr_clr = op->attr_clr;
+    rc = mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+    gct_close_keep_errno(fd);
+    return rc;
+}
+
+static int close_result(int fd)
+{
+    return fd < 0 ? -1 : close(fd);
+}
+
+/* Runs one operation. Returns -1 on error, else the fd of a new mount to remember for rollback or
+ * GCT_NO_MOUNT. */
+#define GCT_NO_MOUNT (-2)
+static int run_op(int rootfd, const struct gct_op *op)
+{
+    switch (op->kind) {
+    case GCT_OP_MKDIR:
+        return close_result(gct_mkdir_p(rootfd, op->path, op->mode)) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_FILE:
+        return close_result(gct_placeholder_file(rootfd, op->path, op->mode)) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_DIR:
+        return close_result(gct_placeholder_dir(rootfd, op->path, op->mode)) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_SYMLINK:
+        return gct_symlink(rootfd, op->target, op->path) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_WRITE_FILE:
+        return gct_write_new_file(rootfd, op->path, op->data, op->data_len, op->mode) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_REMOUNT:
+        return remount_op(rootfd, op) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_BIND:
+        return bind_op(rootfd, op);
+    case GCT_OP_TMPFS:
+        return tmpfs_op(rootfd, op);
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+static void rollback(int *mounts, size_t n)
+{
+    while (n-- > 0)
+        gct_umount_fd(mounts[n]);
+}
+
+/* The child's whole life: enter, open the root, run, roll back on error. Returns the exit code. */
+static int child_main(int mntns_fd, const char *root_path, const struct gct_op *ops, size_t nops,
+                      int *mounts, struct gct_batch_error *e)
+{
+    size_t i, nmounts = 0;
+    int rootfd, fd;
+
+    if (mntns_fd >= 0 && setns(mntns_fd, CLONE_NEWNS) < 0) {
+        set_error(e, -1, 0, "setns", root_path);
+        return 1;
+    }
+    rootfd = gct_open_root(root_path);
+    if (rootfd < 0) {
+        set_error(e, -1, 0, "open root", root_path);
+        return 1;
+    }
+    for (i = 0; i < nops; i++) {
+        errno = 0;
+        fd = run_op(rootfd, &ops[i]);
+        if (fd == -1) {
+            set_error(e, (int)i, ops[i].kind, "operation", ops[i].path);
+            rollback(mounts, nmounts);
+            return 1;
+        }
+        if (fd >= 0)
+            mounts[nmounts++] = fd;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    ssize_t n;
+
+    while (len > 0) {
+        n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static ssize_t read_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    ssize_t n;
+
+    while (got < len) {
+        n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+static void wait_child(pid_t pid)
+{
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+int gct_run_batch(int mntns_fd, const char *root_path, const struct gct_op *ops, unsigned long nops,
+                  int *mounts, struct gct_batch_error *error)
+{
+    int pipefd[2], code;
+    pid_t parent = getpid(), pid;
+
+    memset(error, 0, sizeof(*error));
+    error->index = -1;
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        set_error(error, -1, 0, "pipe", NULL);
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        set_error(error, -1, 0, "fork", NULL);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(pipefd[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(2);
+        code = child_main(mntns_fd, root_path, ops, nops, mounts, error);
+        write_all(pipefd[1], error, sizeof(*error));
+        _exit(code);
+    }
+    close(pipefd[1]);
+    if (read_all(pipefd[0], error, sizeof(*error)) != (ssize_t)sizeof(*error)) {
+        errno = ECHILD;
+        set_error(error, -1, 0, "child died", NULL);
+    }
+    close(pipefd[0]);
+    wait_child(pid);
+    if (error->err != 0) {
+        errno = error->err;
+        return -1;
+    }
+    return 0;
+}

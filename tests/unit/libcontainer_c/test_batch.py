@@ -1,0 +1,151 @@
+"""libcontainer_c.batch against a real process in its own mount namespace (a stand-in container).
+
+The "container" is `unshare -m --propagation private sleep`, so whatever the batch mounts lives in
+that namespace only and goes away with the process. We look inside with nsenter.
+"""
+import errno
+import os
+import subprocess
+
+import pytest
+
+from libcontainer_c.batch import BatchError, RootfsBatch
+from libcontainer_c.rootfs import DEVICE_NODE, LIBRARY, READONLY_FILES
+from tests.unit.libcontainer_c.mountns import mountinfo_lines, run_in_private_mount_ns
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount namespace tests need root")
+
+
+@pytest.fixture
+def container(tmp_path):
+    """(pid, rootfs) of a process sleeping in a private mount namespace; killed afterwards."""
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "usr/lib").mkdir(parents=True)
+    (rootfs / "proc").mkdir()
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "120"])
+    try:
+        # wait until the process is in its own namespace (unshare has exec'd sleep)
+        for _ in range(200):
+            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+                break
+            subprocess.run(["sleep", "0.01"])
+        yield proc.pid, rootfs
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def inside(pid, *argv) -> str:
+    return subprocess.run(["nsenter", "-t", str(pid), "-m", *argv], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def container_mounts(pid, rootfs) -> dict:
+    found = {}
+    for line in inside(pid, "cat", "/proc/self/mountinfo").splitlines():
+        fields = line.split()
+        point = fields[4]
+        if point.startswith(str(rootfs) + "/"):
+            found[point[len(str(rootfs)):]] = (set(fields[5].split(",")), fields[fields.index("-") + 1])
+    return found
+
+
+@pytest.fixture
+def host_files(tmp_path):
+    host = tmp_path / "host"
+    (host / "firmware").mkdir(parents=True)
+    (host / "firmware/gsp.bin").write_bytes(b"firmware")
+    (host / "libfoo.so.1.2").write_bytes(b"\x7fELF libfoo")
+    return host
+
+
+def test_batch_injects_into_live_namespace(container, host_files):
+    pid, rootfs = container
+    host_table = mountinfo_lines()
+    with RootfsBatch() as batch:
+        batch.mkdirs("/usr/local/share/nvidia")
+        batch.bind(str(host_files / "libfoo.so.1.2"), "/usr/lib/libfoo.so.1.2", LIBRARY)
+        batch.symlink("libfoo.so.1.2", "/usr/lib/libfoo.so.1")
+        batch.bind(str(host_files / "firmware"), "/lib/firmware/nvidia/550", READONLY_FILES)
+        batch.bind("/dev/null", "/dev/nvidia0", DEVICE_NODE)
+        batch.tmpfs("/proc/driver/nvidia")
+        batch.write_file("/proc/driver/nvidia/version", "NVRM version: 550.54\n")
+        batch.remount("/proc/driver/nvidia", readonly=True)
+        batch.run(rootfs=rootfs, pid=pid)
+
+    mounts = container_mounts(pid, rootfs)
+    assert set(mounts) == {"/usr/lib/libfoo.so.1.2", "/lib/firmware/nvidia/550", "/dev/nvidia0",
+                           "/proc/driver/nvidia"}
+    assert "noexec" not in mounts["/usr/lib/libfoo.so.1.2"][0]
+    assert mounts["/usr/lib/libfoo.so.1.2"][0] >= {"ro", "nosuid", "nodev"}
+    assert mounts["/dev/nvidia0"][0] >= {"ro", "nosuid", "noexec"}
+    assert "nodev" not in mounts["/dev/nvidia0"][0]
+    assert mounts["/proc/driver/nvidia"] == ({"ro", "nosuid", "nodev", "noexec", "relatime"}, "tmpfs")
+    assert inside(pid, "cat", f"{rootfs}/usr/lib/libfoo.so.1") == "\x7fELF libfoo"
+    assert inside(pid, "cat", f"{rootfs}/lib/firmware/nvidia/550/gsp.bin") == "firmware"
+    assert inside(pid, "cat", f"{rootfs}/proc/driver/nvidia/version") == "NVRM version: 550.54\n"
+    # the host sees the placeholders (same directory) but none of the mounts
+    assert mountinfo_lines() == host_table
+    assert (rootfs / "usr/lib/libfoo.so.1.2").read_bytes() == b""
+    assert os.listdir(rootfs / "lib/firmware/nvidia/550") == []
+    assert os.readlink(rootfs / "usr/lib/libfoo.so.1") == "libfoo.so.1.2"
+    assert (rootfs / "usr/local/share/nvidia").is_dir()
+
+
+def test_failure_rolls_back_and_names_the_operation(container, host_files):
+    pid, rootfs = container
+    (rootfs / "etc").write_text("a file where a directory is needed")
+    with RootfsBatch() as batch:
+        batch.bind(str(host_files / "libfoo.so.1.2"), "/usr/lib/libfoo.so.1.2", LIBRARY)
+        batch.tmpfs("/proc/driver/nvidia")
+        batch.make_file("/etc/nvidia/conf")
+        batch.bind(str(host_files / "firmware"), "/lib/firmware/nvidia/550", READONLY_FILES)
+        with pytest.raises(BatchError) as info:
+            batch.run(rootfs=rootfs, pid=pid)
+    err = info.value
+    assert (err.errno, err.index, err.operation, err.filename) == (
+        errno.ENOTDIR, 2, "create placeholder file", "/etc/nvidia/conf")
+    assert "create placeholder file" in str(err) and "/etc/nvidia/conf" in str(err)
+    assert container_mounts(pid, rootfs) == {}  # the first two mounts were undone
+    assert not (rootfs / "lib").exists()        # the fourth operation never ran
+
+
+def test_hostile_link_in_live_container(container, host_files, tmp_path):
+    pid, rootfs = container
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    os.rmdir(rootfs / "usr/lib")
+    os.symlink(str(victim), rootfs / "usr/lib")  # /usr/lib -> a host dir (absolute)
+    with RootfsBatch() as batch:
+        batch.bind(str(host_files / "libfoo.so.1.2"), "/usr/lib/libfoo.so.1.2", LIBRARY)
+        with pytest.raises(BatchError) as info:
+            batch.run(rootfs=rootfs, pid=pid)
+    assert info.value.errno == errno.ENOENT  # clamped to <rootfs><victim>, which does not exist
+    assert os.listdir(victim) == []
+    assert container_mounts(pid, rootfs) == {}
+
+
+def test_setup_errors_are_reported(tmp_path):
+    with pytest.raises(BatchError) as info:
+        RootfsBatch().mkdirs("/x").run(rootfs=tmp_path, pid=2 ** 22 + 1)
+    assert info.value.operation == "open mount namespace" and info.value.errno == errno.ENOENT
+    with pytest.raises(BatchError) as info:
+        RootfsBatch().mkdirs("/x").run(rootfs=tmp_path / "missing")
+    assert (info.value.operation, info.value.errno, info.value.index) == ("open root", errno.ENOENT, -1)
+    assert info.value.filename == str(tmp_path / "missing")
+
+
+def _run_without_setns(rootfs, lib):
+    batch = RootfsBatch()
+    batch.bind(lib, "/lib.so", LIBRARY)
+    batch.run(rootfs=rootfs)
+    batch.close()
+    with open(os.path.join(rootfs, "lib.so"), "rb") as f:
+        return f.read()
+
+
+def test_batch_in_own_namespace_without_pid(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF own ns")
+    assert run_in_private_mount_ns(_run_without_setns, str(tmp_path / "rootfs"),
+                                   str(tmp_path / "lib.so")) == b"\x7fELF own ns"
