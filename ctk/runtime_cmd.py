@@ -62,7 +62,7 @@ def configure(engine: str, config_path: str | None, drop_in: str | None, hook_fi
         engine = "podman"
     if hook_file:
         if engine != "podman":
-            raise CliError("--oci-hook-path is for podman (--runtime=podman or --config-mode=oci-hook)", "--oci-hook-path")
+            raise CliError("--oci-hook-path needs --runtime=podman or --config-mode=oci-hook", "--oci-hook-path")
         config_path = hook_file
     if not name or "/" in name or any(c.isspace() for c in name):
         raise CliError(f"invalid runtime name {name!r}", "--nvidia-runtime-name")
@@ -75,6 +75,10 @@ def configure(engine: str, config_path: str | None, drop_in: str | None, hook_fi
     )
     try:
         plan = plan_runtime_config(engine, request, config_path, drop_in, remove=remove)
+        if not remove:
+            wanted = request.hook_path if engine == "podman" else request.runtime_path
+            if os.path.isabs(wanted) and not os.access(wanted, os.X_OK):
+                _info(f"warning: {wanted} is not an executable here; the engine will fail to use it until it is")
         for note in plan.notes:
             _info(note)
         if dry_run:

@@ -33,6 +33,7 @@ DROP_IN_HEADER = ("# Written by `nvidia-ctk runtime configure`: the whole CRI se
                   "# replace a plugin's section. Re-run `nvidia-ctk runtime configure` after editing that section\n"
                   "# in the main config; `nvidia-ctk runtime configure --remove` deletes this file.\n")
 CREATED_HEADER = "# Created by `nvidia-ctk runtime configure`."
+FILLED_HEADER = "# Filled in by `nvidia-ctk runtime configure` (the file was empty)."
 IMPORT_MARKER = "# added by nvidia-ctk runtime configure"
 
 
@@ -92,7 +93,10 @@ def _checked_imports(doc, path: str) -> list:
 
 def effective_section(config_path: str, main, plugin: str, drop_in: str):
     """The CRI section containerd would load without our drop-in: the last file in load order defining it."""
-    section = main.get("plugins", {}).get(plugin)
+    plugins = main.get("plugins", {})
+    if not isinstance(plugins, dict):
+        raise EngineConfigError("`plugins` is not a table", config_path)
+    section = plugins.get(plugin)
     pending = _import_paths(config_path, _checked_imports(main, config_path))
     seen = {os.path.normpath(os.path.abspath(config_path)), os.path.normpath(os.path.abspath(drop_in))}
     while pending:
@@ -219,8 +223,9 @@ def _with_import(main_text: str | None, main, config_path: str, drop_in: str, ve
         main["imports"].append(target)
         return tomlkit.dumps(main)
     if main_text is None or not main_text.strip():
+        # remember whether there was a file, so --remove can delete it or leave it empty again
         main = tomlkit.document()
-        main.add(tomlkit.comment(CREATED_HEADER.lstrip("# ")))
+        main.add(tomlkit.comment((CREATED_HEADER if main_text is None else FILLED_HEADER).lstrip("# ")))
         main["version"] = version
     paths = tomlkit.array()
     paths.append(target)
@@ -243,8 +248,11 @@ def _without_import(main_text: str | None, config_path: str, drop_in: str) -> st
         del imports[index]
     if not imports and IMPORT_MARKER in (main["imports"].trivia.comment or ""):
         del main["imports"]
-    if main_text.startswith(CREATED_HEADER) and set(main.keys()) <= {"version"}:
-        return None  # configure created this file and nothing else was added since
+    if set(main.keys()) <= {"version"}:  # nothing but what configure wrote is left
+        if main_text.startswith(CREATED_HEADER):
+            return None
+        if main_text.startswith(FILLED_HEADER):
+            return ""
     return tomlkit.dumps(main)
 
 

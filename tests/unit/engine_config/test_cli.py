@@ -1,0 +1,88 @@
+"""`nvidia-ctk runtime configure`: flags, messages, dry-run, errors as one line."""
+import json
+import os
+
+import pytest
+
+from ctk.main import main
+from runtime_shim.engine_config.common import find_program
+
+SHIM = "/opt/gct/bin/nvidia-container-runtime"
+
+
+def ctk(*args):
+    return main(["runtime", "configure", *args])
+
+
+def test_dry_run_prints_diff_and_writes_nothing(tmp_path, capsys):
+    cfg = tmp_path / "daemon.json"
+    cfg.write_text('{\n  "debug": true\n}\n')
+    assert ctk("--config", str(cfg), "--nvidia-runtime-path", SHIM, "--set-as-default", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert f"+++ {cfg}" in out and '+  "default-runtime": "nvidia"' in out
+    assert cfg.read_text() == '{\n  "debug": true\n}\n'
+    assert os.listdir(tmp_path) == ["daemon.json"]
+
+
+def test_configure_says_which_daemon_to_restart(tmp_path, capsys):
+    cfg = tmp_path / "config.toml"
+    assert ctk("--runtime", "containerd", "--config", str(cfg), "--runtime-path", SHIM) == 0
+    err = capsys.readouterr().err
+    assert f"wrote {tmp_path}/conf.d/99-nvidia.toml" in err and f"wrote {cfg}" in err
+    assert "restart containerd" in err
+    assert ctk("--runtime", "containerd", "--config", str(cfg), "--runtime-path", SHIM) == 0
+    assert "nothing to change" in capsys.readouterr().err
+
+
+def test_aliases_of_the_real_tool(tmp_path):
+    cfg = tmp_path / "daemon.json"
+    assert ctk("--config", str(cfg), "--runtime-path", SHIM, "--nvidia-set-as-default", "--cdi.enable",
+               "--nvidia-runtime-name", "gpu") == 0
+    obj = json.loads(cfg.read_text())
+    assert obj["runtimes"]["gpu"]["path"] == SHIM and obj["default-runtime"] == "gpu" and obj["features"]["cdi"]
+
+
+def test_oci_hook_mode_writes_a_hook_file(tmp_path):
+    hook_file = tmp_path / "oci-nvidia-hook.json"
+    assert ctk("--config-mode", "oci-hook", "--oci-hook-path", str(hook_file),
+               "--nvidia-runtime-hook-path", "/opt/gct/bin/nvidia-container-runtime-hook") == 0
+    assert json.loads(hook_file.read_text())["hook"]["path"] == "/opt/gct/bin/nvidia-container-runtime-hook"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--oci-hook-path", "/tmp/x.json"], "--oci-hook-path needs --runtime=podman or --config-mode=oci-hook (--oci-hook-path)"),
+    (["--nvidia-runtime-name", "a/b"], "invalid runtime name 'a/b' (--nvidia-runtime-name)"),
+    (["--drop-in-config", "/tmp/x.toml"], "docker has no drop-in configs (--drop-in-config)"),
+])
+def test_bad_flags_are_one_line_errors(args, message, capsys):
+    assert ctk(*args) == 1
+    err = capsys.readouterr().err
+    assert err == f"nvidia-ctk: error: {message}\n"
+
+
+def test_broken_config_is_one_line_error_and_untouched(tmp_path, capsys):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("version = 2\n[plugins\n")
+    assert ctk("--runtime", "containerd", "--config", str(cfg), "--runtime-path", SHIM) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nvidia-ctk: error: invalid TOML: ") and err.endswith(f"({cfg})\n")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert cfg.read_text() == "version = 2\n[plugins\n"
+
+
+def test_unknown_runtime_is_a_usage_error(capsys):
+    assert ctk("--runtime", "lxd") == 2
+    assert "nvidia-ctk: error: " in capsys.readouterr().err
+
+
+def test_find_program_prefers_the_directory_of_nvidia_ctk(tmp_path, monkeypatch):
+    beside, on_path = tmp_path / "venv-bin", tmp_path / "path-bin"
+    for d in (beside, on_path):
+        d.mkdir()
+        (d / "nvidia-container-runtime").write_text("#!/bin/sh\n")
+        (d / "nvidia-container-runtime").chmod(0o755)
+    monkeypatch.setenv("PATH", str(on_path))
+    assert find_program("nvidia-container-runtime", [str(beside)]) == str(beside / "nvidia-container-runtime")
+    assert find_program("nvidia-container-runtime", [str(tmp_path)]) == str(on_path / "nvidia-container-runtime")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_program("nvidia-container-runtime", []) == "/usr/bin/nvidia-container-runtime"
