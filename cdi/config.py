@@ -1,0 +1,221 @@
+"""config.toml: where it is, every key users have today and its default (REFERENCE §1).
+
+Path: `$NVIDIA_CTK_CONFIG_FILE_PATH`, else `${XDG_CONFIG_HOME:-/etc}/nvidia-container-runtime/config.toml`.
+A missing file means all defaults; a file that is not TOML or holds a value of the wrong type is a
+ConfigError naming the key and the file; an unknown key is logged as a warning and ignored (old and
+new toolkits share config files). Read with the stdlib tomllib: this runs on every container start.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from cdi.errors import ConfigError, InvalidNameError
+from cdi.qualified_name import parse_kind
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
+RELATIVE_PATH = "nvidia-container-runtime/config.toml"
+MAX_CONFIG_BYTES = 1024 * 1024
+
+MODES = ("auto", "legacy", "cdi", "csv", "jit-cdi")
+LOG_LEVELS = ("trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")
+FEATURES = ("allow-additional-gids", "allow-cuda-compat-libs-from-container", "allow-ldconfig-from-container",
+            "allow-unknown-oci-spec-fields", "disable-cuda-compat-lib-hook", "disable-imex-channel-creation",
+            "enable-cuda-compat-lib", "ignore-imex-channel-requests", "no-additional-gids-for-device-nodes")
+
+
+def _key(name: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"toml": name, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=lambda: tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class CliConfig:  # [nvidia-container-cli]
+    root: str = _key("root", "")                      # driver root, "" = /
+    path: str = _key("path", "")
+    environment: tuple[str, ...] = _key("environment", [])
+    debug: str = _key("debug", "")
+    ldcache: str = _key("ldcache", "")
+    load_kmods: bool = _key("load-kmods", True)
+    no_cgroups: bool = _key("no-cgroups", False)
+    user: str = _key("user", "")
+    ldconfig: str = _key("ldconfig", "@/sbin/ldconfig")  # "@" = a host binary
+
+
+@dataclass(frozen=True)
+class CdiModeConfig:  # [nvidia-container-runtime.modes.cdi]
+    spec_dirs: tuple[str, ...] = _key("spec-dirs", ["/etc/cdi", "/var/run/cdi"])
+    default_kind: str = _key("default-kind", "nvidia.com/gpu")
+    annotation_prefixes: tuple[str, ...] = _key("annotation-prefixes", ["cdi.k8s.io/"])
+
+
+@dataclass(frozen=True)
+class CsvModeConfig:  # [nvidia-container-runtime.modes.csv]
+    mount_spec_path: str = _key("mount-spec-path", "/etc/nvidia-container-runtime/host-files-for-container.d")
+
+
+@dataclass(frozen=True)
+class LegacyModeConfig:  # [nvidia-container-runtime.modes.legacy]
+    cuda_compat_mode: str = _key("cuda-compat-mode", "ldconfig", ("ldconfig", "mount", "disabled", "hook"))
+
+
+@dataclass(frozen=True)
+class ModesConfig:
+    cdi: CdiModeConfig = _key("cdi", CdiModeConfig())
+    csv: CsvModeConfig = _key("csv", CsvModeConfig())
+    legacy: LegacyModeConfig = _key("legacy", LegacyModeConfig())
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:  # [nvidia-container-runtime]
+    debug: str = _key("debug", "/dev/null")
+    log_level: str = _key("log-level", "info", LOG_LEVELS)
+    runtimes: tuple[str, ...] = _key("runtimes", ["runc", "crun"])
+    mode: str = _key("mode", "auto", MODES)
+    modes: ModesConfig = _key("modes", ModesConfig())
+
+
+@dataclass(frozen=True)
+class RuntimeHookConfig:  # [nvidia-container-runtime-hook]
+    path: str = _key("path", "nvidia-container-runtime-hook")
+    skip_mode_detection: bool = _key("skip-mode-detection", False)
+
+
+@dataclass(frozen=True)
+class CtkConfig:  # [nvidia-ctk]
+    path: str = _key("path", "nvidia-ctk")
+
+
+@dataclass(frozen=True)
+class Config:
+    accept_envvar_unprivileged: bool = _key("accept-nvidia-visible-devices-envvar-when-unprivileged", True)
+    accept_volume_mounts: bool = _key("accept-nvidia-visible-devices-as-volume-mounts", False)
+    disable_require: bool = _key("disable-require", False)
+    supported_driver_capabilities: str = _key("supported-driver-capabilities",
+                                              "compat32,compute,display,graphics,ngx,utility,video")
+    swarm_resource: str = _key("swarm-resource", "")
+    nvidia_container_cli: CliConfig = _key("nvidia-container-cli", CliConfig())
+    nvidia_container_runtime: RuntimeConfig = _key("nvidia-container-runtime", RuntimeConfig())
+    nvidia_container_runtime_hook: RuntimeHookConfig = _key("nvidia-container-runtime-hook", RuntimeHookConfig())
+    nvidia_ctk: CtkConfig = _key("nvidia-ctk", CtkConfig())
+    features: frozenset[str] = field(default=frozenset(), metadata={"toml": "features"})  # those set to true
+    source: str | None = field(default=None, metadata={"toml": None})  # the file read, None = defaults
+
+    @property
+    def cdi(self) -> CdiModeConfig:
+        return self.nvidia_container_runtime.modes.cdi
+
+    def feature(self, name: str) -> bool:
+        return name in self.features
+
+    def host_ldconfig(self) -> str:
+        """The ldconfig to run, on the host. A path without "@" would run the image's own binary as
+        root (REFERENCE §6): refused unless the admin allowed it explicitly."""
+        ldconfig = self.nvidia_container_cli.ldconfig
+        if ldconfig.startswith("@"):
+            return ldconfig[1:]
+        if not self.feature("allow-ldconfig-from-container"):
+            raise ConfigError(f"ldconfig {ldconfig!r} would run a binary from the container image; use "
+                              "'@/sbin/ldconfig' or set features.allow-ldconfig-from-container",
+                              self.source or "nvidia-container-cli.ldconfig")
+        return ldconfig
+
+
+def config_path(environ: dict | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    return Path(environ.get("XDG_CONFIG_HOME") or "/etc") / RELATIVE_PATH
+
+
+_TYPE_NAMES = {bool: "a boolean", str: "a string", tuple: "a list of strings"}
+
+
+def _convert(value: Any, default: Any, dotted: str, source: str, choices) -> Any:
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    if not ok:
+        raise ConfigError(f"{dotted} must be {_TYPE_NAMES[type(default)]}, not {type(value).__name__}", source)
+    if choices and value not in choices:
+        raise ConfigError(f"{dotted} must be one of {', '.join(choices)}, not {value!r}", source)
+    return value
+
+
+def _build(cls: type, table: dict, prefix: str, source: str) -> Any:
+    by_key = {f.metadata["toml"]: f for f in fields(cls) if f.metadata.get("toml")}
+    kwargs = {}
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        f = by_key.get(key)
+        if f is None:
+            log.warning("unknown config key %s ignored (%s)", dotted, source)
+            continue
+        default = f.default if f.default_factory is MISSING else f.default_factory()
+        if key == "features" and cls is Config:
+            kwargs[f.name] = _features(value, source)
+        elif hasattr(default, "__dataclass_fields__"):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{dotted} must be a table, not {type(value).__name__}", source)
+            kwargs[f.name] = _build(type(default), value, f"{dotted}.", source)
+        else:
+            kwargs[f.name] = _convert(value, default, dotted, source, f.metadata.get("choices"))
+    return cls(**kwargs)
+
+
+def _features(table: Any, source: str) -> frozenset[str]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"features must be a table, not {type(table).__name__}", source)
+    enabled = set()
+    for name, value in table.items():
+        if name not in FEATURES:
+            log.warning("unknown feature features.%s ignored (%s)", name, source)
+        if not isinstance(value, bool):
+            raise ConfigError(f"features.{name} must be a boolean, not {type(value).__name__}", source)
+        if value:
+            enabled.add(name)
+    return frozenset(enabled)
+
+
+def parse_config(text: str, source: str) -> Config:
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source) from None
+    config = _build(Config, table, "", source)
+    try:
+        parse_kind(config.cdi.default_kind)
+    except InvalidNameError as exc:
+        raise ConfigError(f"nvidia-container-runtime.modes.cdi.default-kind: {exc}", source) from None
+    return replace(config, source=source)
+
+
+def load_config(path: str | os.PathLike | None = None, environ: dict | None = None) -> Config:
+    """The configuration from path (default: the path rules above); defaults when the file is missing."""
+    path = Path(path) if path is not None else config_path(environ)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", str(path)) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config larger than {MAX_CONFIG_BYTES} bytes", str(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("config is not UTF-8 text", str(path)) from None
+    return parse_config(text, str(path))
