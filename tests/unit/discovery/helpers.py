@@ -67,10 +67,17 @@ def ldconfig_print(cache: str) -> set[tuple[str, str, bool]]:
 
 
 def make_socket(path: str) -> None:
-    """A unix socket file at `path` (it stays after the socket object is closed)."""
+    """A unix socket file at `path` (it stays after the socket object is closed).
+
+    Bound under a short temp name and renamed into place: sun_path holds only 108 bytes."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with socket.socket(socket.AF_UNIX) as s:
-        s.bind(path)
+    short = tempfile.mkdtemp(prefix="sock-")
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(os.path.join(short, "s"))
+        os.rename(os.path.join(short, "s"), path)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 X86_64_LIBC6 = 0x0303
