@@ -14,6 +14,7 @@ from ctk.errors import run_cli
 
 # command name -> "module:attribute" of a click command or group
 COMMANDS = {
+    "cdi": "ctk.cdi_cmd:cdi",
     "runtime": "ctk.runtime_cmd:runtime",
 }
 
