@@ -24,11 +24,12 @@ import os
 import posixpath
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from cdi.driver_root import DriverRoot, DriverRootError, SymlinkLoopError
 from cdi.elf import EM_386, EM_AARCH64, EM_X86_64, ElfError, read_elf_library
+from cdi.errors import CdiError
 from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ _ABIS = {
 }
 
 
-class DriverFilesError(Exception):
+class DriverFilesError(CdiError):
     """Discovery cannot run: bad root, version or capability, or an unreadable ld.so.cache."""
 
 
@@ -157,7 +158,7 @@ def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[s
                  + search.firmware() + search.ipc_sockets(caps)
                  + search.mps_directory(caps, mps_pipe_directory))
     except DriverRootError as e:
-        raise DriverFilesError(str(e)) from None
+        raise DriverFilesError(e.what, e.where) from None
     return DriverFiles(root=search.root.path, driver_version=driver_version, files=tuple(files))
 
 
@@ -246,19 +247,19 @@ class _Search:
             return None
         st = self.root.stat(path)
         if st is None or not stat.S_ISREG(st.st_mode):
-            raise DriverFilesError(f"{self.root.host_path(path)} is not a regular file")
+            raise DriverFilesError("ld.so.cache is not a regular file", self.root.host_path(path))
         fd = self.root.open_file(path)
         try:
             data = _read_all(fd, MAX_CACHE_SIZE + 1)
         except OSError as e:
-            raise DriverFilesError(f"cannot read {self.root.host_path(path)}: "
-                                   f"{e.strerror or e}") from None
+            raise DriverFilesError(f"cannot read: {e.strerror or e}",
+                                   self.root.host_path(path)) from None
         finally:
             os.close(fd)
         try:
             return parse_ld_cache(data, self.root.host_path(path))
         except LdCacheError as e:
-            raise DriverFilesError(str(e)) from None
+            raise DriverFilesError(e.what, e.where) from None
 
     def _library(self, kind, abi, cap, path, key) -> DriverFile | None:
         resolved = self._resolve(path)

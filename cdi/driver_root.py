@@ -16,13 +16,15 @@ import errno
 import os
 import stat
 
+from cdi.errors import CdiError
+
 MAX_SYMLINKS = 40   # the kernel's limit for one path walk
 
 # Errors that mean "there is no such file here" rather than "something is wrong".
 _MISSING = (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
 
 
-class DriverRootError(Exception):
+class DriverRootError(CdiError):
     """The driver root itself is unusable, or a path inside it cannot be resolved."""
 
 
@@ -40,9 +42,9 @@ class DriverRoot:
         try:
             st = os.stat(path)
         except OSError as e:
-            raise DriverRootError(f"driver root {root}: {e.strerror or e}") from None
+            raise DriverRootError(f"cannot use driver root: {e.strerror or e}", root) from None
         if not stat.S_ISDIR(st.st_mode):
-            raise DriverRootError(f"driver root {root} is not a directory")
+            raise DriverRootError("driver root is not a directory", root)
         self.path = path
 
     def __repr__(self) -> str:
@@ -77,9 +79,8 @@ class DriverRoot:
             if stat.S_ISLNK(st.st_mode):
                 followed += 1
                 if followed > MAX_SYMLINKS:
-                    raise SymlinkLoopError(
-                        f"too many levels of symbolic links resolving {path} "
-                        f"in driver root {self.path}")
+                    raise SymlinkLoopError("too many levels of symbolic links",
+                                           f"{path} in driver root {self.path}")
                 target = self._readlink(candidate)
                 if target.startswith("/"):
                     parts = []
@@ -102,8 +103,8 @@ class DriverRoot:
         except OSError as e:
             if e.errno in _MISSING or e.errno == errno.ELOOP:
                 return []
-            raise DriverRootError(f"cannot list {self.host_path(path_in_root)}: "
-                                  f"{e.strerror or e}") from None
+            raise DriverRootError(f"cannot list directory: {e.strerror or e}",
+                                  self.host_path(path_in_root)) from None
         try:
             return sorted(os.listdir(fd))
         finally:
@@ -115,7 +116,7 @@ class DriverRoot:
         try:
             return os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as e:
-            raise DriverRootError(f"cannot open {host}: {e.strerror or e}") from None
+            raise DriverRootError(f"cannot open: {e.strerror or e}", host) from None
 
     def _lstat(self, path_in_root: str) -> os.stat_result | None:
         host = self.host_path(path_in_root)
@@ -124,14 +125,14 @@ class DriverRoot:
         except OSError as e:
             if e.errno in _MISSING:
                 return None
-            raise DriverRootError(f"cannot stat {host}: {e.strerror or e}") from None
+            raise DriverRootError(f"cannot stat: {e.strerror or e}", host) from None
 
     def _readlink(self, path_in_root: str) -> str:
         host = self.host_path(path_in_root)
         try:
             return os.readlink(host)
         except OSError as e:
-            raise DriverRootError(f"cannot read link {host}: {e.strerror or e}") from None
+            raise DriverRootError(f"cannot read link: {e.strerror or e}", host) from None
 
 
 def _components(path: str) -> list[str]:

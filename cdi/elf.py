@@ -13,6 +13,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from cdi.errors import CdiError
+
 ELF_MAGIC = b"\x7fELF"
 ET_DYN = 3
 PT_LOAD, PT_DYNAMIC = 1, 2
@@ -33,8 +35,8 @@ _MAX_DYNAMIC_SIZE = 1024 * 1024
 _MAX_SONAME = 4096
 
 
-class ElfError(Exception):
-    """The file is not a readable ELF shared object."""
+class ElfError(CdiError):
+    """The file (`where`) is not a readable ELF shared object."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def read_elf_library(path: str, fd: int | None = None) -> ElfLibrary:
     try:
         own_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as e:
-        raise ElfError(f"cannot open {path}: {e.strerror or e}") from None
+        raise ElfError(where=path, what=f"cannot open: {e.strerror or e}") from None
     try:
         return _Reader(own_fd, path).library()
     finally:
@@ -65,28 +67,28 @@ class _Reader:
         try:
             self.size = os.fstat(fd).st_size
         except OSError as e:
-            raise ElfError(f"cannot stat {path}: {e.strerror or e}") from None
+            raise ElfError(where=path, what=f"cannot stat: {e.strerror or e}") from None
 
     def read(self, offset: int, length: int, what: str) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise ElfError(f"{self.path}: {what} lies outside the file")
+            raise ElfError(where=self.path, what=f"{what} lies outside the file")
         try:
             data = os.pread(self.fd, length, offset)
         except OSError as e:
-            raise ElfError(f"cannot read {self.path}: {e.strerror or e}") from None
+            raise ElfError(where=self.path, what=f"cannot read: {e.strerror or e}") from None
         if len(data) != length:
-            raise ElfError(f"{self.path}: short read of {what}")
+            raise ElfError(where=self.path, what=f"short read of {what}")
         return data
 
     def library(self) -> ElfLibrary:
         ident = self.read(0, min(16, self.size), "ELF identification")
         if ident[:4] != ELF_MAGIC:
-            raise ElfError(f"{self.path}: not an ELF file")
+            raise ElfError(where=self.path, what=f"not an ELF file")
         if len(ident) < 16:
-            raise ElfError(f"{self.path}: truncated ELF identification")
+            raise ElfError(where=self.path, what=f"truncated ELF identification")
         elf_class, data_encoding = ident[4], ident[5]
         if elf_class not in _LAYOUTS or data_encoding not in (1, 2):
-            raise ElfError(f"{self.path}: unknown ELF class {elf_class} or encoding {data_encoding}")
+            raise ElfError(where=self.path, what=f"unknown ELF class {elf_class} or encoding {data_encoding}")
         self.order = "<" if data_encoding == 1 else ">"
         header_fmt, phdr_fmt, dyn_fmt = _LAYOUTS[elf_class]
         self.phdr = struct.Struct(self.order + phdr_fmt.format)
@@ -96,7 +98,7 @@ class _Reader:
         (e_type, machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
          _shentsize, _shnum, _shstrndx) = header.unpack(self.read(16, header.size, "ELF header"))
         if e_type != ET_DYN:
-            raise ElfError(f"{self.path}: not a shared object (ELF type {e_type})")
+            raise ElfError(where=self.path, what=f"not a shared object (ELF type {e_type})")
         segments = self._program_headers(phoff, phentsize, phnum)
         return ElfLibrary(self.is_64bit, machine, self._soname(segments))
 
@@ -104,7 +106,7 @@ class _Reader:
         if phnum == 0:
             return []
         if phnum > _MAX_PROGRAM_HEADERS or phentsize < self.phdr.size:
-            raise ElfError(f"{self.path}: implausible program header table "
+            raise ElfError(where=self.path, what=f"implausible program header table "
                            f"({phnum} entries of {phentsize} bytes)")
         table = self.read(phoff, phnum * phentsize, "program header table")
         segments = []
@@ -130,20 +132,20 @@ class _Reader:
         if DT_SONAME not in values:
             return None
         if DT_STRTAB not in values:
-            raise ElfError(f"{self.path}: DT_SONAME without a string table")
+            raise ElfError(where=self.path, what=f"DT_SONAME without a string table")
         strtab = self._file_offset(values[DT_STRTAB], segments)
         name_offset = values[DT_SONAME]
         if DT_STRSZ in values and name_offset >= values[DT_STRSZ]:
-            raise ElfError(f"{self.path}: DT_SONAME points past the string table")
+            raise ElfError(where=self.path, what=f"DT_SONAME points past the string table")
         start = strtab + name_offset
         chunk = self.read(start, min(_MAX_SONAME, self.size - start), "soname")
         end = chunk.find(b"\0")
         if end <= 0:
-            raise ElfError(f"{self.path}: empty or unterminated DT_SONAME")
+            raise ElfError(where=self.path, what=f"empty or unterminated DT_SONAME")
         return os.fsdecode(chunk[:end])
 
     def _file_offset(self, address: int, segments: list[tuple[int, ...]]) -> int:
         for p_type, offset, vaddr, filesz in segments:
             if p_type == PT_LOAD and vaddr <= address < vaddr + filesz:
                 return offset + (address - vaddr)
-        raise ElfError(f"{self.path}: string table address 0x{address:x} is in no loaded segment")
+        raise ElfError(where=self.path, what=f"string table address 0x{address:x} is in no loaded segment")

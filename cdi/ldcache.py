@@ -19,6 +19,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from cdi.errors import CdiError
+
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 
@@ -53,8 +55,8 @@ MAX_CACHE_SIZE = 64 * 1024 * 1024
 _MAX_STRING = 4096
 
 
-class LdCacheError(Exception):
-    """The cache file cannot be read or is not a valid ld.so.cache."""
+class LdCacheError(CdiError):
+    """The cache file (`where`) cannot be read or is not a valid ld.so.cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +91,14 @@ def read_ld_cache(path: str) -> list[LdCacheEntry]:
         with open(path, "rb") as f:
             data = f.read(MAX_CACHE_SIZE + 1)
     except OSError as e:
-        raise LdCacheError(f"cannot read {path}: {e.strerror or e}") from None
+        raise LdCacheError(where=path, what=f"cannot read: {e.strerror or e}") from None
     return parse_ld_cache(data, path)
 
 
 def parse_ld_cache(data: bytes, source: str = "<ld.so.cache>") -> list[LdCacheEntry]:
     """Parse the bytes of an ld.so.cache; `source` names the file in error messages."""
     if len(data) > MAX_CACHE_SIZE:
-        raise LdCacheError(f"{source}: larger than {MAX_CACHE_SIZE} bytes, not an ld.so.cache")
+        raise LdCacheError(where=source, what=f"larger than {MAX_CACHE_SIZE} bytes, not an ld.so.cache")
     view = memoryview(data)
     start = _new_header_offset(view, source)
     return _parse_new_format(view[start:], source)
@@ -107,14 +109,14 @@ def _new_header_offset(view: memoryview, source: str) -> int:
     if bytes(view[:len(NEW_MAGIC)]) == NEW_MAGIC:
         return 0
     if bytes(view[:len(OLD_MAGIC)]) != OLD_MAGIC:
-        raise LdCacheError(f"{source}: not an ld.so.cache (bad magic)")
+        raise LdCacheError(where=source, what=f"not an ld.so.cache (bad magic)")
     if len(view) < _OLD_HEADER.size:
-        raise LdCacheError(f"{source}: truncated in the old-format header")
+        raise LdCacheError(where=source, what=f"truncated in the old-format header")
     _, old_count = _OLD_HEADER.unpack_from(view, 0)
     end_of_old = _OLD_HEADER.size + old_count * _OLD_ENTRY_SIZE
     if end_of_old > len(view):
         raise LdCacheError(
-            f"{source}: truncated: old-format block claims {old_count} entries, "
+            where=source, what=f"truncated: old-format block claims {old_count} entries, "
             f"file has {len(view)} bytes")
     aligned = (end_of_old + _NEW_ALIGN - 1) & ~(_NEW_ALIGN - 1)
     # Writers pad to the alignment of the new header; very old ones did not pad at all.
@@ -122,22 +124,22 @@ def _new_header_offset(view: memoryview, source: str) -> int:
         if bytes(view[offset:offset + len(NEW_MAGIC)]) == NEW_MAGIC:
             return offset
     raise LdCacheError(
-        f"{source}: old-format ld.so.cache without a new-format section (not supported)")
+        where=source, what=f"old-format ld.so.cache without a new-format section (not supported)")
 
 
 def _parse_new_format(view: memoryview, source: str) -> list[LdCacheEntry]:
     if len(view) < _NEW_HEADER.size:
-        raise LdCacheError(f"{source}: truncated in the header ({len(view)} of "
+        raise LdCacheError(where=source, what=f"truncated in the header ({len(view)} of "
                            f"{_NEW_HEADER.size} bytes)")
     _, count, _len_strings, endianness, _ext = _NEW_HEADER.unpack_from(view, 0)
     if endianness == _ENDIAN_BIG:
-        raise LdCacheError(f"{source}: big-endian ld.so.cache (written for another machine)")
+        raise LdCacheError(where=source, what=f"big-endian ld.so.cache (written for another machine)")
     if endianness not in (_ENDIAN_UNSET, _ENDIAN_LITTLE):
-        raise LdCacheError(f"{source}: invalid endianness marker {endianness}")
+        raise LdCacheError(where=source, what=f"invalid endianness marker {endianness}")
     entries_end = _NEW_HEADER.size + count * _NEW_ENTRY.size
     if entries_end > len(view):
         raise LdCacheError(
-            f"{source}: truncated: header claims {count} entries "
+            where=source, what=f"truncated: header claims {count} entries "
             f"({entries_end} bytes), only {len(view)} present")
     entries = []
     for index, (flags, key, value, _osv, hwcap) in enumerate(
@@ -150,14 +152,14 @@ def _parse_new_format(view: memoryview, source: str) -> list[LdCacheEntry]:
 
 def _string_at(view: memoryview, offset: int, source: str, index: int, what: str) -> str:
     if offset >= len(view):
-        raise LdCacheError(f"{source}: entry {index}: {what} offset {offset} "
+        raise LdCacheError(where=source, what=f"entry {index}: {what} offset {offset} "
                            f"is past the end of the file")
     chunk = bytes(view[offset:offset + _MAX_STRING + 1])
     end = chunk.find(b"\0")
     if end < 0:
-        raise LdCacheError(f"{source}: entry {index}: {what} at offset {offset} "
+        raise LdCacheError(where=source, what=f"entry {index}: {what} at offset {offset} "
                            f"is not NUL-terminated")
     if end == 0:
-        raise LdCacheError(f"{source}: entry {index}: empty {what}")
+        raise LdCacheError(where=source, what=f"entry {index}: empty {what}")
     # Paths are bytes to the kernel; keep undecodable bytes as surrogates like os.listdir does.
     return os.fsdecode(chunk[:end])

@@ -236,14 +236,14 @@ def test_bad_arguments(root, kwargs, message):
 
 
 def test_bad_root(tmp_path):
-    with pytest.raises(DriverFilesError, match="driver root .* No such file"):
+    with pytest.raises(DriverFilesError, match="cannot use driver root: No such file"):
         locate(str(tmp_path / "missing"), ["compute"])
 
 
 def test_corrupt_cache_is_a_clear_error(root):
     with open(f"{root}/etc/ld.so.cache", "r+b") as f:
         f.truncate(60)
-    with pytest.raises(DriverFilesError, match=f"{root}/etc/ld.so.cache: truncated"):
+    with pytest.raises(DriverFilesError, match=f"^truncated.*\\({root}/etc/ld.so.cache\\)$"):
         locate(root, ["compute"])
 
 
