@@ -1,0 +1,138 @@
+"""The strict schema and the two rules beside it: each rule can fail, problems are one line naming
+the file, the JSON path and the rule."""
+import json
+
+import pytest
+
+from cdi.validate import check_spec_file, validate_document
+
+
+def problems_of(document):
+    return validate_document(document, "spec.json")
+
+
+def edits(document):
+    return document["devices"][0]["containerEdits"]
+
+
+def test_minimal_spec_is_valid(document):
+    assert problems_of(document) == []
+
+
+@pytest.mark.parametrize("change, path, rule", [
+    (lambda d: d.pop("kind"), "$", "required"),
+    (lambda d: d.update(devices=[]), "$.devices", "minItems"),
+    (lambda d: d.update(extra=1), "$", "additionalProperties"),
+    (lambda d: d.update(cdiVersion="0.9.9"), "$.cdiVersion", "enum"),
+    (lambda d: d.update(cdiVersion=3), "$.cdiVersion", "enum"),
+    (lambda d: d.update(kind="nvidia.com"), "$.kind", "pattern"),
+    (lambda d: d.update(kind="nvidia.com/gpu\n"), "$.kind", "pattern"),
+    (lambda d: d["devices"][0].update(name="a b"), "$.devices[0].name", "pattern"),
+    (lambda d: d["devices"][0].update(name="dev0\n"), "$.devices[0].name", "pattern"),
+    (lambda d: d["devices"][0].update(name="x" * 300), "$.devices[0].name", "maxLength"),
+    (lambda d: d["devices"][0].update(extra=1), "$.devices[0]", "additionalProperties"),
+    (lambda d: d["devices"][0].update(containerEdits={}), "$.devices[0].containerEdits", "anyOf"),
+    (lambda d: d["devices"][0].update(containerEdits={"env": []}), "$.devices[0].containerEdits", "anyOf"),
+    (lambda d: edits(d).update(bogus=[]), "$.devices[0].containerEdits", "additionalProperties"),
+    (lambda d: edits(d).update(env=["=x"]), "$.devices[0].containerEdits.env[0]", "pattern"),
+    (lambda d: edits(d).update(env=["NOEQUALS"]), "$.devices[0].containerEdits.env[0]", "pattern"),
+    (lambda d: edits(d).update(env=["A=\x00"]), "$.devices[0].containerEdits.env[0]", "pattern"),
+    (lambda d: edits(d).update(env=[1]), "$.devices[0].containerEdits.env[0]", "type"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "dev/x"}]), "$.devices[0].containerEdits.deviceNodes[0].path", "pattern"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "type": "x"}]), "$.devices[0].containerEdits.deviceNodes[0].type", "enum"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "major": -1}]), "$.devices[0].containerEdits.deviceNodes[0].major", "minimum"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "fileMode": 0o10000}]), "$.devices[0].containerEdits.deviceNodes[0].fileMode", "maximum"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "permissions": "rwx"}]), "$.devices[0].containerEdits.deviceNodes[0].permissions", "pattern"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "permissions": "rr"}]), "$.devices[0].containerEdits.deviceNodes[0].permissions", "pattern"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "uid": 2 ** 32}]), "$.devices[0].containerEdits.deviceNodes[0].uid", "maximum"),
+    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "color": "red"}]), "$.devices[0].containerEdits.deviceNodes[0]", "additionalProperties"),
+    (lambda d: edits(d).update(mounts=[{"hostPath": "/a"}]), "$.devices[0].containerEdits.mounts[0]", "required"),
+    (lambda d: edits(d).update(mounts=[{"hostPath": "/a", "containerPath": "rel"}]), "$.devices[0].containerEdits.mounts[0].containerPath", "pattern"),
+    (lambda d: edits(d).update(hooks=[{"hookName": "preStart", "path": "/x"}]), "$.devices[0].containerEdits.hooks[0].hookName", "enum"),
+    (lambda d: edits(d).update(hooks=[{"hookName": "prestart", "path": "/x", "timeout": 0}]), "$.devices[0].containerEdits.hooks[0].timeout", "minimum"),
+    (lambda d: edits(d).update(hooks=[{"hookName": "prestart", "path": "/x", "env": ["bad"]}]), "$.devices[0].containerEdits.hooks[0].env[0]", "pattern"),
+    (lambda d: edits(d).update(additionalGids=[-1]), "$.devices[0].containerEdits.additionalGids[0]", "minimum"),
+    (lambda d: edits(d).update(intelRdt={"closID": "a/b"}), "$.devices[0].containerEdits.intelRdt.closID", "pattern"),
+    (lambda d: edits(d).update(netDevices=[{"hostInterfaceName": "eth0"}]), "$.devices[0].containerEdits.netDevices[0]", "required"),
+    (lambda d: edits(d).update(netDevices=[{"hostInterfaceName": "eth0", "name": "a/b"}]), "$.devices[0].containerEdits.netDevices[0].name", "pattern"),
+    (lambda d: edits(d).update(netDevices=[{"hostInterfaceName": "x" * 16, "name": "e"}]), "$.devices[0].containerEdits.netDevices[0].hostInterfaceName", "pattern"),
+    (lambda d: d.update(annotations={"bad key!": "v"}), "$.annotations", "pattern"),
+    (lambda d: d.update(annotations={"k": 1}), "$.annotations.k", "type"),
+    (lambda d: d.update(containerEdits={"env": ["x"]}), "$.containerEdits.env[0]", "pattern"),
+])
+def test_each_rule_is_enforced(document, change, path, rule):
+    document["cdiVersion"] = "1.1.0"  # so that only the rule under test can fail
+    change(document)
+    problems = problems_of(document)
+    assert (path, rule) in [(p.json_path, p.rule) for p in problems], problems
+
+
+def test_duplicate_device_names_are_rejected(document):
+    document["devices"].append({"name": "dev0", "containerEdits": {"env": ["B=2"]}})
+    [problem] = problems_of(document)
+    assert (problem.json_path, problem.rule) == ("$.devices[1].name", "unique-device-names")
+
+
+@pytest.mark.parametrize("declared, change, ok", [
+    ("0.3.0", lambda e: e.update(mounts=[{"hostPath": "/a", "containerPath": "/a", "type": "bind"}]), False),
+    ("0.4.0", lambda e: e.update(mounts=[{"hostPath": "/a", "containerPath": "/a", "type": "bind"}]), True),
+    ("0.4.0", lambda e: e.update(deviceNodes=[{"path": "/dev/a", "hostPath": "/dev/b"}]), False),
+    ("0.5.0", lambda e: e.update(deviceNodes=[{"path": "/dev/a", "hostPath": "/dev/b"}]), True),
+    ("0.6.0", lambda e: e.update(additionalGids=[4]), False),
+    ("0.7.0", lambda e: e.update(additionalGids=[4]), True),
+    ("0.8.0", lambda e: e.update(netDevices=[{"hostInterfaceName": "a", "name": "b"}]), False),
+    ("1.1.0", lambda e: e.update(netDevices=[{"hostInterfaceName": "a", "name": "b"}]), True),
+    ("0.2.0", lambda e: None, False),   # older than the base version
+])
+def test_declared_version_must_cover_the_content(document, declared, change, ok):
+    document["cdiVersion"] = declared
+    change(edits(document))
+    problems = problems_of(document)
+    assert (problems == []) == ok, problems
+    if not ok:
+        assert problems[-1].rule == "minimum-version"
+
+
+def test_annotations_need_0_6_0(document):
+    document["devices"][0]["annotations"] = {"a": "b"}
+    document["cdiVersion"] = "0.5.0"
+    [problem] = problems_of(document)
+    assert "annotations needs 0.6.0" in problem.message
+
+
+def test_problem_lines_name_file_path_and_rule(tmp_path, document):
+    document["devices"][0]["name"] = "bad name"
+    edits(document)["env"] = ["=x"]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(document))
+    spec, problems = check_spec_file(path)
+    assert spec is None
+    lines = [str(p) for p in problems]
+    assert len(lines) == 2
+    for line in lines:
+        assert "\n" not in line and line.endswith(f"({path})") and "[pattern]" in line
+    assert lines[0].startswith("$.devices[0].containerEdits.env[0]: '=x'")
+    assert lines[1].startswith("$.devices[0].name: 'bad name'")
+
+
+@pytest.mark.parametrize("content, rule", [
+    (b"\xff\xfe", "parse"),
+    (b"{", "parse"),
+    (b"[]", "type"),
+])
+def test_unreadable_files_are_one_problem(tmp_path, content, rule):
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    spec, problems = check_spec_file(path)
+    assert spec is None and problems and problems[0].rule == rule
+
+
+def test_missing_file_and_directory_are_problems(tmp_path):
+    assert check_spec_file(tmp_path / "none.json")[1][0].rule == "read"
+    assert check_spec_file(tmp_path)[1][0].rule in ("read", "parse")
+
+
+def test_many_errors_are_capped(document):
+    edits(document)["env"] = ["bad"] * 500
+    document["cdiVersion"] = "1.1.0"
+    assert len(problems_of(document)) == 50
