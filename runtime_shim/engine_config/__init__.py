@@ -31,6 +31,9 @@ def resolve_paths(engine: str, config: str | None, drop_in: str | None) -> tuple
         if drop_in:
             raise EngineConfigError("docker has no drop-in configs", "--drop-in-config")
         return config, None
+    if drop_in == "":
+        # NVIDIA's tool edits the main config in place then; containerd imports make that the riskier way
+        raise EngineConfigError(f"{engine} is configured through a drop-in file; give its path", "--drop-in-config")
     return config, drop_in or module.default_drop_in(config)
 
 

@@ -55,6 +55,8 @@ class FileChange:
     after: str | None
     # bookkeeping files (undo records) are written and removed with the plan but not shown in diffs
     show_diff: bool = True
+    # the mode of a file this creates (an existing file keeps its own)
+    mode: int = 0o644
 
     @property
     def changed(self) -> bool:
@@ -143,14 +145,14 @@ def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
         raise
 
 
-def _put(path: str, text: str | None) -> None:
+def _put(path: str, text: str | None, mode: int) -> None:
     if text is None:
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
     else:
-        write_atomically(path, text)
+        write_atomically(path, text, mode)
 
 
 def apply_plan(plan: Plan) -> list[str]:
@@ -158,12 +160,12 @@ def apply_plan(plan: Plan) -> list[str]:
     done: list[FileChange] = []
     try:
         for change in plan.pending:
-            _put(change.path, change.after)
+            _put(change.path, change.after, change.mode)
             done.append(change)
     except OSError as exc:
         for change in reversed(done):
             try:
-                _put(change.path, change.before)
+                _put(change.path, change.before, change.mode)
             except OSError:
                 pass  # the first error is the one to report
         raise EngineConfigError(f"cannot write config: {exc.strerror or exc}", exc.filename or change.path) from None

@@ -162,7 +162,8 @@ def plan_configure(config_path: str, request: RuntimeRequest) -> Plan:
         original = None  # edited by hand since: only the per-key undo is trustworthy
     plan.changes.append(FileChange(config_path, text, new_text))
     plan.changes.append(FileChange(undo_record_path(config_path), record_text,
-                                   _record_text(config_path, original, new_text, changes), show_diff=False))
+                                   _record_text(config_path, original, new_text, changes), show_diff=False,
+                                   mode=0o600))  # it holds a copy of the user's config: root's eyes only
     return plan
 
 

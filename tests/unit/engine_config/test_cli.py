@@ -86,3 +86,11 @@ def test_find_program_prefers_the_directory_of_nvidia_ctk(tmp_path, monkeypatch)
     assert find_program("nvidia-container-runtime", [str(tmp_path)]) == str(on_path / "nvidia-container-runtime")
     monkeypatch.setenv("PATH", str(tmp_path))
     assert find_program("nvidia-container-runtime", []) == "/usr/bin/nvidia-container-runtime"
+
+
+def test_empty_drop_in_path_is_refused(tmp_path, capsys):
+    assert ctk("--runtime", "containerd", "--config", str(tmp_path / "c.toml"), "--drop-in-config", "",
+               "--runtime-path", SHIM) == 1
+    assert capsys.readouterr().err == ("nvidia-ctk: error: containerd is configured through a drop-in file; "
+                                       "give its path (--drop-in-config)\n")
+    assert os.listdir(tmp_path) == []

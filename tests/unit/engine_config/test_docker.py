@@ -174,3 +174,12 @@ def test_dry_run_plan_is_a_unified_diff(tmp_path):
     assert f'+      "path": "{SHIM}",' in diff
     assert "undo record" in diff
     assert read(cfg) == REALISTIC
+
+
+def test_undo_record_is_private(tmp_path):
+    cfg = tmp_path / "daemon.json"
+    cfg.write_text('{"registry-mirrors": []}')
+    cfg.chmod(0o640)
+    configure(cfg)
+    assert cfg.stat().st_mode & 0o777 == 0o640  # the config keeps its mode
+    assert (tmp_path / ("daemon.json" + UNDO_SUFFIX)).stat().st_mode & 0o777 == 0o600

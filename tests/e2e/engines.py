@@ -1,0 +1,217 @@
+"""Private container engines for e2e tests: a dockerd or containerd that is a guest on the machine.
+
+Each daemon gets its own socket, root, state/exec-root and pid file under a short temp dir (unix
+socket paths must stay under 108 bytes), runs in its own session so it can be stopped as a process
+group, and is stopped at the end of the test with everything it left: processes still naming its
+dirs (containerd shims re-parent and leave the group), mounts under its dirs, then the dirs.
+
+Use the fixtures (`private_dockerd`, `private_containerd`): each yields a factory that starts a daemon
+with the config file you give it and stops every daemon it started when the test ends.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+DOCKER_CLIENT = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else (shutil.which("docker") or "docker")
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+
+
+@dataclass
+class Daemon:
+    name: str
+    proc: subprocess.Popen
+    workdir: Path
+    socket: Path
+    log: Path
+    owned_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.socket}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def short_tempdir(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def _wait_for(check, daemon: Daemon, what: str, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if daemon.proc.poll() is not None:
+            raise RuntimeError(f"{daemon.name} exited with {daemon.proc.returncode} before {what}:\n"
+                               f"{daemon.log_tail()}")
+        if check():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{daemon.name} not ready after {timeout}s ({what}):\n{daemon.log_tail()}")
+
+
+def _spawn(name: str, argv: list[str], workdir: Path, socket: Path, owned: list[Path]) -> Daemon:
+    log = workdir / f"{name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return Daemon(name, proc, workdir, socket, log, owned)
+
+
+def docker(daemon: Daemon, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the docker client against the private daemon."""
+    result = subprocess.run([DOCKER_CLIENT, "-H", daemon.host, *args], capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}\n"
+                             f"--- dockerd log ---\n{daemon.log_tail()}")
+    return result
+
+
+def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tuple[str, ...] = ()) -> Daemon:
+    """dockerd with its own data root, exec root, pid file and socket; no networking set-up (REFERENCE §4:
+    these flags must not also appear in the daemon.json)."""
+    workdir = workdir or short_tempdir("gct-dockerd-")
+    data_root, exec_root = workdir / "data", workdir / "exec"
+    data_root.mkdir(exist_ok=True)
+    exec_root.mkdir(exist_ok=True)
+    socket = workdir / "docker.sock"
+    argv = ["dockerd", "--data-root", str(data_root), "--exec-root", str(exec_root),
+            "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}",
+            "--iptables=false", "--ip6tables=false", "--bridge=none",
+            "--config-file", str(config_file), *extra_args]
+    daemon = _spawn("dockerd", argv, workdir, socket, [data_root, exec_root])
+    try:
+        _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,
+                  daemon, "its API answered")
+    except BaseException:
+        stop_daemon(daemon)
+        raise
+    return daemon
+
+
+def start_containerd(config_file: Path, socket: Path, owned_dirs: list[Path], workdir: Path | None = None) -> Daemon:
+    """containerd with a config whose root, state and grpc address point into temp dirs (owned_dirs)."""
+    workdir = workdir or short_tempdir("gct-containerd-")
+    daemon = _spawn("containerd", ["containerd", "--config", str(config_file)], workdir, socket, owned_dirs)
+    try:
+        _wait_for(lambda: socket.exists() and subprocess.run(
+            ["ctr", "--address", str(socket), "version"], capture_output=True, timeout=10).returncode == 0,
+            daemon, "its API answered")
+    except BaseException:
+        stop_daemon(daemon)
+        raise
+    return daemon
+
+
+def _pids_naming(paths: list[Path]) -> list[int]:
+    """Processes whose command line names one of our dirs (shims that left the daemon's group)."""
+    needles = [str(p) for p in paths]
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(needle in cmdline for needle in needles):
+            found.append(int(entry))
+    return found
+
+
+def _unmount_under(paths: list[Path]) -> None:
+    prefixes = [str(p).rstrip("/") + "/" for p in paths]
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4].replace("\\040", " ") for line in f]
+    for point in sorted({p for p in points if any((p + "/").startswith(pre) for pre in prefixes)},
+                        key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def stop_daemon(daemon: Daemon) -> None:
+    """SIGTERM the daemon's process group, SIGKILL it after STOP_TIMEOUT, then clear leftovers."""
+    try:
+        os.killpg(daemon.proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        daemon.proc.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(daemon.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        daemon.proc.wait(timeout=10)
+    dirs = [daemon.workdir, *daemon.owned_dirs]
+    for pid in _pids_naming(dirs):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _unmount_under(dirs)
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def busybox_image_tar(workdir: Path) -> Path:
+    """A rootfs tar of busybox-static, for `docker import` (no registry here)."""
+    root = workdir / "busybox-root"
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+    subprocess.run(["chroot", str(root), "/bin/busybox", "--install", "-s"], check=True)
+    tar = workdir / "busybox.tar"
+    subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True)
+    return tar
+
+
+def _require(*programs: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("starting a private daemon needs root")
+    missing = [p for p in programs if shutil.which(p) is None and not os.path.exists(p)]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
+
+
+@pytest.fixture
+def private_dockerd():
+    """Factory: start_dockerd(config_file, ...) -> Daemon; all are stopped at teardown."""
+    _require("dockerd", DOCKER_CLIENT, "containerd")
+    started: list[Daemon] = []
+
+    def start(config_file: Path, **kw) -> Daemon:
+        daemon = start_dockerd(config_file, **kw)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in reversed(started):
+        stop_daemon(daemon)
+
+
+@pytest.fixture
+def private_containerd():
+    """Factory: start_containerd(config_file, socket, owned_dirs) -> Daemon; all are stopped at teardown."""
+    _require("containerd", "ctr")
+    started: list[Daemon] = []
+
+    def start(config_file: Path, socket: Path, owned_dirs: list[Path], **kw) -> Daemon:
+        daemon = start_containerd(config_file, socket, owned_dirs, **kw)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in reversed(started):
+        stop_daemon(daemon)
