@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+import cdi.driver_files as driver_files
 from cdi.driver_files import LIBRARY, locate_driver_files
 
 from .helpers import X86_64_LIBC6, build_library, make_socket, run_ldconfig, write_ld_cache
@@ -168,3 +169,17 @@ def test_special_files_are_not_taken(root):
     os.mkfifo(f"{root}/etc/ld.so.cache.fifo")
     files = locate(root)        # no cache: scanning meets a fifo and a socket, takes neither
     assert files.files == ()
+
+
+@pytest.mark.parametrize("link", ["itself", "absolute", "climbing"])
+def test_cache_file_linked_out_is_never_read(root, outside, link, monkeypatch):
+    targets = {"itself": "/etc/ld.so.cache",
+               "absolute": f"{outside}/etc/ld.so.cache",
+               "climbing": "../" * 20 + outside.lstrip("/") + "/etc/ld.so.cache"}
+    read = []
+    real = driver_files.parse_ld_cache
+    monkeypatch.setattr(driver_files, "parse_ld_cache", lambda *a: read.append(a[1]) or real(*a))
+    os.makedirs(f"{root}/etc")
+    os.symlink(targets[link], f"{root}/etc/ld.so.cache")
+    files = locate(root)
+    assert read == [] and files.files == ()
