@@ -80,3 +80,35 @@ struct gct_batch_error {
  * error the child unmounts what it mounted; returns -1 with errno and error filled in. */
 int gct_run_batch(int mntns_fd, const char *root_path, const struct gct_op *ops, unsigned long nops,
                   int *mounts, struct gct_batch_error *error);
+
+/* privileges.c */
+struct gct_limits {
+    unsigned long cpu_seconds;    /* RLIMIT_CPU; 0 = unchanged (same for every field) */
+    unsigned long address_space;  /* RLIMIT_AS, bytes */
+    unsigned long open_files;     /* RLIMIT_NOFILE */
+    unsigned long file_size;      /* RLIMIT_FSIZE, bytes */
+};
+int gct_set_limits(const struct gct_limits *limits);
+/* securebits (no root privileges on exec, locked), no_new_privs, empty ambient/bounding/capability sets */
+int gct_drop_privileges(void);
+
+/* sandbox_exec.c: run a host binary from its fd inside a rootfs, unprivileged */
+struct gct_sandbox {
+    int exe_fd;              /* the binary, opened (O_RDONLY) in the caller's namespace */
+    int mntns_fd;            /* mount namespace to join first; -1: the caller's */
+    const char *root_path;   /* the rootfs as seen in that namespace; the child chroots here */
+    char **argv;             /* NULL-terminated; the environment is always empty */
+    struct gct_limits limits;
+    int timeout_ms;          /* wall-clock limit; the child is killed after it */
+};
+struct gct_sandbox_result {
+    int status;                   /* waitpid() status of the child */
+    int err;                      /* errno of a failed setup step (0: the binary ran) */
+    char stage[32];               /* that step: "setns", "chroot", "execveat" ... */
+    int timed_out;
+    unsigned long output_len;     /* bytes of stdout+stderr kept in output (NUL-terminated) */
+};
+/* Returns 0 when the binary ran to completion (look at status), -1 with errno on a setup failure
+ * (res->stage) or ETIMEDOUT. */
+int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long output_size,
+                     struct gct_sandbox_result *res);

@@ -1,0 +1,76 @@
+/* Giving up privileges before a sandboxed exec: resource limits, no_new_privs, securebits that stop
+ * uid 0 from regaining capabilities on execve, an empty bounding set and empty capability sets. */
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "libcontainer.h"
+
+static int set_limit(int resource, unsigned long value)
+{
+    struct rlimit rl;
+
+    if (value == 0)   /* 0 = leave this limit as it is */
+        return 0;
+    rl.rlim_cur = value;
+    rl.rlim_max = value;
+    return setrlimit(resource, &rl);
+}
+
+int gct_set_limits(const struct gct_limits *limits)
+{
+    if (set_limit(RLIMIT_CPU, limits->cpu_seconds) < 0 || set_limit(RLIMIT_AS, limits->address_space) < 0
+        || set_limit(RLIMIT_NOFILE, limits->open_files) < 0 || set_limit(RLIMIT_FSIZE, limits->file_size) < 0)
+        return -1;
+    return 0;
+}
+
+/* Empties the bounding set: caps not in it can never come back, not even by executing as uid 0. */
+static int drop_bounding_set(void)
+{
+    int cap;
+
+    for (cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL)   /* past the kernel's last capability */
+                break;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int clear_capability_sets(void)
+{
+    struct __user_cap_header_struct header;
+    struct __user_cap_data_struct data[2];
+
+    memset(&header, 0, sizeof(header));
+    memset(data, 0, sizeof(data));
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    return (int)syscall(SYS_capset, &header, data);
+}
+
+int gct_drop_privileges(void)
+{
+    /* NOROOT: execve as uid 0 grants nothing; locked so the exec'd program cannot undo it. */
+    unsigned long secure = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP
+                           | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED
+                           | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+
+    if (prctl(PR_SET_SECUREBITS, secure, 0, 0, 0) < 0)
+        return -1;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+        return -1;
+    if (drop_bounding_set() < 0)
+        return -1;
+    return clear_capability_sets();
+}

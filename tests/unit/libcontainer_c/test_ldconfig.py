@@ -1,0 +1,197 @@
+"""The sandboxed ldconfig runner on real rootfs trees, with the host's real ldconfig.
+
+The rootfs: busybox-static plus real ELF libraries (the host's libz and one built here with gcc).
+Hostile variants point /etc, the cache and procfs magic links at a host temp dir, which must stay
+untouched. A static probe program, run through the same runner, shows what the sandbox leaves.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from libcontainer_c.ldconfig import (LdconfigError, Limits, host_ldconfig_path, run_ldconfig)
+from tests.unit.libcontainer_c.mountns import tree_listing
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="chroot and namespaces need root"),
+    pytest.mark.skipif(not os.path.exists("/sbin/ldconfig"), reason="no host ldconfig"),
+]
+
+LIBDIR = "usr/lib/x86_64-linux-gnu"
+HOST_LIBZ = "/lib/x86_64-linux-gnu/libz.so.1.2.13"
+
+
+@pytest.fixture(scope="module")
+def built_library(tmp_path_factory):
+    """A real shared library with SONAME libgctprobe.so.1, built with gcc."""
+    out = tmp_path_factory.mktemp("lib")
+    src = out / "probe.c"
+    src.write_text("int gct_probe(void) { return 42; }\n")
+    lib = out / "libgctprobe.so.1.0.0"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libgctprobe.so.1", "-o", lib, src], check=True)
+    return lib
+
+
+def make_rootfs(path, built_library):
+    (path / "bin").mkdir(parents=True)
+    shutil.copy("/bin/busybox", path / "bin/busybox")
+    (path / LIBDIR).mkdir(parents=True)
+    (path / "etc").mkdir()
+    (path / "proc").mkdir()
+    shutil.copy(built_library, path / LIBDIR / built_library.name)
+    if os.path.exists(HOST_LIBZ):
+        shutil.copy(HOST_LIBZ, path / LIBDIR / "libz.so.1.2.13")
+    return path
+
+
+@pytest.fixture
+def rootfs(tmp_path, built_library):
+    return make_rootfs(tmp_path / "rootfs", built_library)
+
+
+@pytest.fixture
+def hostdir(tmp_path):
+    d = tmp_path / "hostdir"
+    d.mkdir()
+    (d / "ld.so.cache").write_bytes(b"host cache, must not change")
+    return d
+
+
+def test_ldconfig_builds_the_cache_inside_the_rootfs(rootfs):
+    result = run_ldconfig(rootfs, ["/" + LIBDIR])
+    assert result.returncode == 0
+    cache = (rootfs / "etc/ld.so.cache").read_bytes()
+    assert b"glibc-ld.so.cache1.1" in cache
+    assert b"libgctprobe.so.1" in cache
+    if os.path.exists(HOST_LIBZ):
+        assert b"libz.so.1" in cache
+    # ldconfig also made the SONAME link, inside the rootfs
+    assert os.readlink(rootfs / LIBDIR / "libgctprobe.so.1") == "libgctprobe.so.1.0.0"
+
+
+def test_etc_symlink_to_host_dir_writes_nothing_outside(rootfs, hostdir):
+    shutil.rmtree(rootfs / "etc")
+    os.symlink(str(hostdir), rootfs / "etc")          # /etc -> a host dir, absolute
+    before = tree_listing(hostdir)
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, ["/" + LIBDIR])
+    assert info.value.result.returncode != 0          # clamped inside the root, where it is missing
+    assert tree_listing(hostdir) == before
+
+
+def test_cache_symlink_pointing_out_is_replaced_not_followed(rootfs, hostdir):
+    os.symlink(str(hostdir / "ld.so.cache"), rootfs / "etc/ld.so.cache")
+    os.symlink("../../../../../../../.." + str(hostdir), rootfs / "etc/ld.so.conf.d")
+    before = tree_listing(hostdir)
+    run_ldconfig(rootfs, ["/" + LIBDIR])
+    assert tree_listing(hostdir) == before
+    assert (hostdir / "ld.so.cache").read_bytes() == b"host cache, must not change"
+    assert b"libgctprobe.so.1" in (rootfs / "etc/ld.so.cache").read_bytes()
+
+
+@pytest.fixture
+def container(rootfs):
+    """A process in its own mount namespace with a real procfs mounted at <rootfs>/proc."""
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "120"])
+    try:
+        for _ in range(200):
+            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+                break
+            subprocess.run(["sleep", "0.01"])
+        subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc",
+                        str(rootfs / "proc")], check=True)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_live_container_magic_link_through_procfs_stays_inside(rootfs, hostdir, container):
+    # /etc -> /proc/1/root/<hostdir>: through the container's procfs this would be the host's dir
+    shutil.rmtree(rootfs / "etc")
+    os.symlink(f"/proc/1/root{hostdir}", rootfs / "etc")
+    before = tree_listing(hostdir)
+    with pytest.raises(LdconfigError):
+        run_ldconfig(rootfs, ["/" + LIBDIR], pid=container)
+    assert tree_listing(hostdir) == before
+    # and with an ordinary /etc the same live container gets its cache
+    os.unlink(rootfs / "etc")
+    (rootfs / "etc").mkdir()
+    assert run_ldconfig(rootfs, ["/" + LIBDIR], pid=container).returncode == 0
+    assert b"libgctprobe.so.1" in (rootfs / "etc/ld.so.cache").read_bytes()
+    # the procfs inside the container was hidden only in the runner's private copy
+    out = subprocess.run(["nsenter", "-t", str(container), "-m", "ls", str(rootfs / "proc/self")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "status" in out.stdout
+
+
+PROBE_C = r"""
+#include <linux/capability.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <fcntl.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    struct rlimit cpu, nofile;
+    int envc = 0, fds = 0, cap, bounding = 0;
+    for (char **e = environ; *e; e++) envc++;
+    syscall(SYS_capget, &h, d);
+    for (cap = 0; cap < 64; cap++) if (prctl(PR_CAPBSET_READ, cap) == 1) bounding++;
+    for (int fd = 3; fd < 1024; fd++) if (fcntl(fd, F_GETFD) >= 0) fds++;
+    getrlimit(RLIMIT_CPU, &cpu); getrlimit(RLIMIT_NOFILE, &nofile);
+    printf("{\"argv0\": \"%s\", \"argc\": %d, \"env\": %d, \"eff\": %u, \"prm\": %u, \"bounding\": %d,"
+           " \"nnp\": %d, \"cpu\": %lu, \"nofile\": %lu, \"extra_fds\": %d, \"marker\": %d, \"uid\": %d}\n",
+           argv[0], argc, envc, d[0].effective | d[1].effective, d[0].permitted | d[1].permitted,
+           bounding, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0), (unsigned long)cpu.rlim_cur,
+           (unsigned long)nofile.rlim_cur, fds, access("/marker-inside-rootfs", F_OK) == 0, getuid());
+    return 3;
+}
+"""
+
+
+def test_sandbox_leaves_nothing_privileged(rootfs, tmp_path, monkeypatch):
+    src = tmp_path / "probe.c"
+    src.write_text(PROBE_C)
+    probe = tmp_path / "probe"
+    subprocess.run(["gcc", "-static", "-O1", "-o", probe, src], check=True)
+    (rootfs / "marker-inside-rootfs").write_text("")
+    monkeypatch.setenv("LD_PRELOAD", "/evil.so")
+    leak = os.open("/", os.O_RDONLY)  # an fd of ours that must not reach the program
+    try:
+        result = run_ldconfig(rootfs, ["/lib"], ldconfig=str(probe), check=False,
+                              limits=Limits(cpu_seconds=7, open_files=99))
+    finally:
+        os.close(leak)
+    seen = json.loads(result.output)
+    assert result.returncode == 3
+    assert seen == {"argv0": "ldconfig", "argc": 2, "env": 0, "eff": 0, "prm": 0, "bounding": 0,
+                    "nnp": 1, "cpu": 7, "nofile": 99, "extra_fds": 0, "marker": 1, "uid": 0}
+
+
+def test_failures_are_clear(rootfs, tmp_path):
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, ldconfig=str(tmp_path / "missing"))
+    assert info.value.operation == "open ldconfig" and info.value.errno == 2
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(tmp_path / "no-rootfs")
+    assert info.value.operation == "open root" and info.value.errno == 2
+    # a FIFO as ld.so.conf blocks ldconfig forever: the wall-clock limit kills it
+    os.mkfifo(rootfs / "etc/ld.so.conf")
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, timeout=0.5)
+    assert "timed out" in info.value.operation
+
+
+def test_host_ldconfig_path_refuses_container_paths():
+    assert host_ldconfig_path("@/sbin/ldconfig") == "/sbin/ldconfig"
+    with pytest.raises(ValueError, match="container path"):
+        host_ldconfig_path("/sbin/ldconfig")
+    with pytest.raises(ValueError, match="absolute"):
+        host_ldconfig_path("@ldconfig")
