@@ -250,3 +250,9 @@ def test_corrupt_cache_is_a_clear_error(root):
 def test_capabilities_as_a_comma_string(root):
     assert summary(locate(root, " utility, compute ")) == \
         summary(locate(root, ["utility", "compute"]))
+
+
+def test_other_machine_takes_no_x86_libraries(root):
+    files = locate(root, "all", machine="aarch64")
+    assert files.libraries == ()          # cache arch and ELF machine both say x86-64
+    assert files.of_kind(BINARY)          # binaries and the rest do not depend on the ABI
