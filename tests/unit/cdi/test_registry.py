@@ -1,0 +1,148 @@
+"""Spec dirs: priority, conflicts, invalid files, request resolution and the validation cache."""
+import json
+import os
+
+import pytest
+
+import cdi.validate
+from cdi.errors import RequestError
+from cdi.registry import Registry, ValidatedSpecCache, inject_devices
+
+
+def write(path, kind="vendor.example/cls", devices=None, common=None, version="0.3.0"):
+    document = {"cdiVersion": version, "kind": kind,
+                "devices": devices or [{"name": "dev0", "containerEdits": {"env": [f"FROM={path.name}"]}}]}
+    if common:
+        document["containerEdits"] = common
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    low, high = tmp_path / "etc-cdi", tmp_path / "run-cdi"
+    low.mkdir()
+    high.mkdir()
+    return low, high
+
+
+def test_lists_devices_with_their_files(dirs):
+    low, high = dirs
+    write(low / "a.json", devices=[{"name": "0", "containerEdits": {"env": ["A=0"]}},
+                                   {"name": "1", "containerEdits": {"env": ["A=1"]}}], version="0.5.0")
+    (low / "b.yaml").write_text('cdiVersion: 0.5.0\nkind: other.example/x\ndevices:\n- name: "1:0"\n'
+                                '  containerEdits: {env: [B=1]}\n')
+    registry = Registry((str(low), str(high)))
+    assert {n: d.path for n, d in registry.devices.items()} == {
+        "vendor.example/cls=0": str(low / "a.json"), "vendor.example/cls=1": str(low / "a.json"),
+        "other.example/x=1:0": str(low / "b.yaml")}
+    assert registry.problems == [] and registry.conflicts == []
+
+
+def test_only_json_and_yaml_files_count(dirs):
+    low, _ = dirs
+    write(low / "a.yml")
+    write(low / "a.json.bak")
+    write(low / ".a.json.123.tmp")
+    assert Registry((str(low),)).devices == {}
+
+
+def test_higher_priority_dir_wins(dirs):
+    low, high = dirs
+    write(low / "a.json")
+    write(high / "z.json")
+    registry = Registry((str(low), str(high)))
+    assert registry.devices["vendor.example/cls=dev0"].path == str(high / "z.json")
+    assert registry.conflicts == []
+
+
+def test_same_device_at_equal_priority_is_a_conflict(dirs):
+    low, high = dirs
+    write(low / "a.json")
+    write(low / "b.json")
+    write(low / "c.json")
+    registry = Registry((str(low), str(high)))
+    assert "vendor.example/cls=dev0" not in registry.devices
+    assert len(registry.conflicts) == 1 and "a.json" in registry.conflicts[0] and "b.json" in registry.conflicts[0]
+    write(high / "d.json")  # a higher dir settles it
+    assert Registry((str(low), str(high))).devices["vendor.example/cls=dev0"].path == str(high / "d.json")
+
+
+def test_invalid_files_are_reported_and_do_not_hide_others(dirs):
+    low, _ = dirs
+    write(low / "good.json", kind="good.example/x")
+    (low / "broken.json").write_text("{")
+    write(low / "invalid.json", devices=[{"name": "bad name", "containerEdits": {"env": ["A=1"]}}])
+    (low / "dir.json").mkdir()
+    registry = Registry((str(low), "/nonexistent-dir-for-test"))
+    assert list(registry.devices) == ["good.example/x=dev0"]
+    files = {p.file for p in registry.problems}
+    assert files == {str(low / "broken.json"), str(low / "invalid.json"), str(low / "dir.json")}
+
+
+def test_edits_in_request_order_with_common_edits_once(dirs):
+    low, _ = dirs
+    write(low / "a.json", devices=[{"name": "x", "containerEdits": {"env": ["X=1"]}},
+                                   {"name": "y", "containerEdits": {"env": ["Y=1"]}}],
+          common={"env": ["COMMON=1"]})
+    write(low / "b.json", kind="other.example/k")
+    registry = Registry((str(low),))
+    edits = registry.edits_for(["vendor.example/cls=y", "other.example/k=dev0", "vendor.example/cls=x",
+                                "vendor.example/cls=y"])
+    assert edits.env == ["COMMON=1", "Y=1", "FROM=b.json", "X=1"]
+
+
+def test_unresolvable_name_fails_the_whole_request(dirs):
+    low, _ = dirs
+    write(low / "a.json")
+    registry = Registry((str(low),))
+    spec = {"process": {"env": []}}
+    with pytest.raises(RequestError) as info:
+        inject_devices(spec, ["vendor.example/cls=dev0", "vendor.example/cls=nope", "not a name"], registry)
+    assert "vendor.example/cls=nope" in str(info.value) and "'not a name'" in str(info.value)
+    assert spec == {"process": {"env": []}}
+    result = inject_devices(spec, ["vendor.example/cls=dev0"], registry)
+    assert result["process"]["env"] == ["FROM=a.json"]
+
+
+def test_cache_skips_the_schema_for_unchanged_files(dirs, monkeypatch):
+    low, _ = dirs
+    write(low / "a.json")
+    cache = ValidatedSpecCache()
+    Registry((str(low),), cache=cache)
+
+    def no_validation(*args, **kwargs):
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(cdi.validate, "validate_document", no_validation)
+    assert "vendor.example/cls=dev0" in Registry((str(low),), cache=cache).devices
+    # a changed file is validated again (and here the stub proves it)
+    write(low / "a.json", devices=[{"name": "dev1", "containerEdits": {"env": ["A=2"]}}])
+    with pytest.raises(AssertionError):
+        Registry((str(low),), cache=cache)
+
+
+def test_cache_never_lets_an_invalid_change_through(dirs):
+    low, _ = dirs
+    path = write(low / "a.json")
+    cache = ValidatedSpecCache()
+    Registry((str(low),), cache=cache)
+    st = os.stat(path)
+    path.write_text(path.read_text().replace("dev0", "de v"))  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime and size: only ctime tells
+    registry = Registry((str(low),), cache=cache)
+    assert registry.devices == {} and registry.problems
+
+
+def test_persistent_cache_round_trip_and_trust(dirs, tmp_path, monkeypatch):
+    low, _ = dirs
+    write(low / "a.json")
+    cache_file = tmp_path / "cache" / "validated.json"
+    Registry((str(low),), cache=ValidatedSpecCache(cache_file))
+    assert cache_file.exists()
+    assert ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
+    os.chmod(cache_file, 0o666)  # writable by others: worthless
+    assert not ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
+    os.chmod(cache_file, 0o600)
+    monkeypatch.setattr(cdi.validate, "schema_digest", lambda: "another-schema")
+    assert not ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
