@@ -119,7 +119,9 @@ def read_config_text(path: str) -> str | None:
 
 
 def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
-    """Replace path with text in one rename, keeping an existing file's mode and owner."""
+    """Replace path with text in one rename, keeping an existing file's mode and owner. A symlinked
+    config (e.g. managed elsewhere) is written through, not replaced by a regular file."""
+    path = os.path.realpath(path)
     target = Path(path)
     try:
         st = os.stat(path)

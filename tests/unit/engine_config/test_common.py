@@ -38,3 +38,13 @@ def test_diff_of_created_and_deleted_files():
     deleted = FileChange("/etc/x.toml", "a = 1\n", None)
     assert deleted.diff().splitlines()[:2] == ["--- /etc/x.toml", "+++ /dev/null"]
     assert FileChange("/etc/x.toml", "same\n", "same\n").diff() == ""
+
+
+def test_symlinked_config_is_written_through(tmp_path):
+    real = tmp_path / "managed" / "daemon.json"
+    real.parent.mkdir()
+    real.write_text("{}\n")
+    link = tmp_path / "daemon.json"
+    link.symlink_to(real)
+    write_atomically(str(link), '{"debug": true}\n')
+    assert link.is_symlink() and real.read_text() == '{"debug": true}\n'
