@@ -20,6 +20,12 @@ from cdi.errors import CdiError
 
 MAX_SYMLINKS = 40   # the kernel's limit for one path walk
 
+# A driver root holding this file is a simulated GPU host (`nvidia-ctk simulate create`): it also
+# supplies the dev/, proc/ and sys/ of its driver. An unmarked root (a real containerized driver at
+# e.g. /run/nvidia/driver) does not: its device nodes and kernel files are the host's, under /.
+SIMULATED_HOST_MARKER = ".nvidia-simulated-host.json"
+DRIVER_ROOT_ENV = "NVIDIA_CTK_DRIVER_ROOT"
+
 # Errors that mean "there is no such file here" rather than "something is wrong".
 _MISSING = (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
 
@@ -49,6 +55,27 @@ class DriverRoot:
 
     def __repr__(self) -> str:
         return f"DriverRoot({self.path!r})"
+
+    @property
+    def is_simulated(self) -> bool:
+        """True for a simulated host's root (marker file present; "/" never counts)."""
+        return self.path != "/" and os.path.isfile(os.path.join(self.path, SIMULATED_HOST_MARKER))
+
+    @property
+    def system_root(self) -> str:
+        """Where this driver's dev/, proc/ and sys/ live: inside a simulated root, else "/"."""
+        return self.path if self.is_simulated else "/"
+
+    def dev_path(self, name: str) -> str:
+        """Host path of a device node, e.g. dev_path("nvidiactl") or dev_path("nvidia-caps/nvidia-cap1")."""
+        return os.path.join(self.system_root, "dev", name.lstrip("/"))
+
+    def proc_path(self, name: str) -> str:
+        """Host path of a /proc file, e.g. proc_path("driver/nvidia-caps/mig-minors")."""
+        return os.path.join(self.system_root, "proc", name.lstrip("/"))
+
+    def sys_path(self, name: str) -> str:
+        return os.path.join(self.system_root, "sys", name.lstrip("/"))
 
     def host_path(self, path_in_root: str) -> str:
         """The host's name for a canonical path inside the root ("/usr/lib" -> root + "/usr/lib")."""
@@ -133,6 +160,21 @@ class DriverRoot:
             return os.readlink(host)
         except OSError as e:
             raise DriverRootError(f"cannot read link: {e.strerror or e}", host) from None
+
+
+def resolve_driver_root(cli_value: str | None = None, config_root: str | None = None,
+                        environ: dict | None = None) -> DriverRoot:
+    """The driver root to use: `--driver-root`, else $NVIDIA_CTK_DRIVER_ROOT, else config.toml's
+    `[nvidia-container-cli] root` (passed in by the caller), else "/". Empty values are skipped."""
+    environ = os.environ if environ is None else environ
+    for value, where in ((cli_value, "--driver-root"), (environ.get(DRIVER_ROOT_ENV), DRIVER_ROOT_ENV),
+                         (config_root, "nvidia-container-cli.root")):
+        if value:
+            try:
+                return DriverRoot(value)
+            except DriverRootError as e:
+                raise DriverRootError(e.what, f"{value}, from {where}") from None
+    return DriverRoot("/")
 
 
 def _components(path: str) -> list[str]:

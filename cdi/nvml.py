@@ -1,0 +1,193 @@
+"""The GPUs and MIG devices of a host, read through NVML (pynvml) from a driver root.
+
+pynvml has no path argument: it dlopens `libnvidia-ml.so.1` by soname. For a driver root other than
+"/", the root's own library is loaded first by absolute path with RTLD_GLOBAL; the loader then hands
+pynvml that already-loaded object (the sonames match). NVML can be loaded and initialised once per
+process, so one process serves one driver root; asking for a second one is an error.
+
+Importing this module is cheap (pynvml is imported on first use): the runtime shim may use it on a
+container's start path.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from cdi.driver_root import DriverRoot, DriverRootError
+from cdi.errors import CdiError
+from cdi.inventory import Gpu, Inventory, MigDevice
+
+NVML_SONAME = "libnvidia-ml.so.1"
+# Where driver installations put their libraries, first match wins.
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib")
+
+# nvmlBrandType_t -> the brand names NVIDIA_REQUIRE_BRAND and the real toolkit use
+BRANDS = {0: "Unknown", 1: "Quadro", 2: "Tesla", 3: "NVS", 4: "Grid", 5: "GeForce", 6: "Titan",
+          7: "NvidiaVApps", 8: "NvidiaVPC", 9: "NvidiaVCS", 10: "NvidiaVWS", 11: "NvidiaCloudGaming",
+          12: "QuadroRTX", 13: "NvidiaRTX", 14: "Nvidia", 15: "GeForceRTX", 16: "TitanRTX"}
+ARCHITECTURES = {2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere", 8: "Ada",
+                 9: "Hopper", 10: "Blackwell"}
+
+
+class NvmlError(CdiError):
+    """No usable NVIDIA driver, or NVML failed while reading the inventory."""
+
+
+class _NvmlState:
+    lock = threading.Lock()
+    root: str | None = None       # the driver root NVML was loaded from in this process
+
+
+def find_nvml_library(root: DriverRoot) -> str | None:
+    """Host path of the root's libnvidia-ml.so.1, resolved inside the root; None if it has none."""
+    for directory in LIBRARY_DIRS:
+        resolved = root.resolve(f"{directory}/{NVML_SONAME}")
+        if resolved is not None:
+            return root.host_path(resolved)
+    return None
+
+
+def _initialise(root: DriverRoot):
+    """Load and initialise NVML for `root` once per process; returns the pynvml module."""
+    with _NvmlState.lock:
+        if _NvmlState.root is not None:
+            if _NvmlState.root != root.path:
+                raise NvmlError(f"NVML is already loaded from driver root {_NvmlState.root} in this process",
+                                root.path)
+            import pynvml
+            return pynvml
+        if root.path != "/":
+            try:
+                library = find_nvml_library(root)
+            except DriverRootError as e:
+                raise NvmlError(e.what, e.where) from None
+            if library is None:
+                raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root", root.path)
+            try:
+                ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+            except OSError as e:
+                raise NvmlError(f"cannot load the NVML library: {e}", library) from None
+        import pynvml
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError_LibraryNotFound:
+            raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed", f"driver root {root.path}") from None
+        except pynvml.NVMLError as e:
+            raise NvmlError(f"NVML initialisation failed: {e}", f"driver root {root.path}") from None
+        _NvmlState.root = root.path
+        return pynvml
+
+
+def read_mig_minors(path: str) -> dict[tuple[int, int, int | None], int]:
+    """Parse mig-minors: (gpu minor, gi, ci or None for the GI's own file) -> capability minor.
+    A missing file gives {} (callers then use the real drivers' fixed layout)."""
+    minors: dict[tuple[int, int, int | None], int] = {}
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return minors
+    except OSError as e:
+        raise NvmlError(f"cannot read MIG capability minors: {e.strerror}", path) from None
+    for line in lines:
+        key, _, value = line.partition(" ")
+        parts = key.split("/")
+        if len(parts) not in (3, 4) or parts[-1] != "access" or not value.strip().isdigit():
+            continue  # "config N", "monitor N" and anything unknown
+        try:
+            gpu, gi = int(parts[0].removeprefix("gpu")), int(parts[1].removeprefix("gi"))
+            ci = int(parts[2].removeprefix("ci")) if len(parts) == 4 else None
+        except ValueError:
+            continue
+        minors[(gpu, gi, ci)] = int(value)
+    return minors
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cuda_version(value: int) -> str:
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def load_inventory(driver_root: DriverRoot | str | None = None) -> Inventory:
+    """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them."""
+    root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root or "/")
+    nvml = _initialise(root)
+    where = "NVML"
+    try:
+        driver_version = _text(nvml.nvmlSystemGetDriverVersion())
+        cuda_version = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())
+        cap_minors = read_mig_minors(root.proc_path("driver/nvidia-caps/mig-minors"))
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            where = f"GPU {index}"
+            gpus.append(_read_gpu(nvml, index, cap_minors))
+    except nvml.NVMLError as e:
+        raise NvmlError(f"NVML query failed: {e}", where) from None
+    return Inventory(driver_version=driver_version, cuda_version=cuda_version, gpus=tuple(gpus))
+
+
+def _read_gpu(nvml, index: int, cap_minors) -> Gpu:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    minor = nvml.nvmlDeviceGetMinorNumber(handle)
+    major, minor_cc = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    try:
+        architecture = ARCHITECTURES.get(nvml.nvmlDeviceGetArchitecture(handle), "Unknown")
+    except nvml.NVMLError_NotSupported:
+        architecture = "Unknown"
+    try:
+        mig_enabled = nvml.nvmlDeviceGetMigMode(handle)[0] == nvml.NVML_DEVICE_MIG_ENABLE
+    except nvml.NVMLError_NotSupported:
+        mig_enabled = False
+    migs = _read_mig_devices(nvml, handle, index, minor, cap_minors) if mig_enabled else ()
+    return Gpu(index=index, minor=minor, uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+               name=_text(nvml.nvmlDeviceGetName(handle)),
+               brand=BRANDS.get(nvml.nvmlDeviceGetBrand(handle), "Unknown"),
+               pci_bus_id=_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+               architecture=architecture, compute_capability=f"{major}.{minor_cc}",
+               memory_total=nvml.nvmlDeviceGetMemoryInfo(handle).total,
+               mig_enabled=mig_enabled, mig_devices=tuple(migs))
+
+
+def _gi_profiles(nvml, handle) -> dict[int, tuple[str, int]]:
+    """GPU instance profile id -> (name such as "3g.20gb", compute slices)."""
+    profiles = {}
+    for index in range(nvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        try:
+            info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, index)
+        except nvml.NVMLError:
+            continue  # not a profile of this GPU
+        name = _text(getattr(info, "name", b"")).removeprefix("MIG ")
+        if not name:  # drivers without profile names: build it the way nvidia-smi shows it
+            name = f"{info.sliceCount}g.{round(info.memorySizeMB / 1024)}gb"
+        profiles[info.id] = (name, info.sliceCount)
+    return profiles
+
+
+def _read_mig_devices(nvml, handle, gpu_index: int, gpu_minor: int, cap_minors) -> list[MigDevice]:
+    profiles = _gi_profiles(nvml, handle)
+    devices = []
+    for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except nvml.NVMLError_NotFound:
+            continue  # an empty slot
+        gi = nvml.nvmlDeviceGetGpuInstanceId(mig)
+        ci = nvml.nvmlDeviceGetComputeInstanceId(mig)
+        gpu_instance = nvml.nvmlDeviceGetGpuInstanceById(handle, gi)
+        gi_info = nvml.nvmlGpuInstanceGetInfo(gpu_instance)
+        gi_name, gi_slices = profiles.get(gi_info.profileId, (f"profile{gi_info.profileId}", 0))
+        ci_info = nvml.nvmlComputeInstanceGetInfo(nvml.nvmlGpuInstanceGetComputeInstanceById(gpu_instance, ci))
+        ci_slices = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gpu_instance, ci_info.profileId, nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).sliceCount
+        profile = gi_name if ci_slices == gi_slices else f"{ci_slices}c.{gi_name}"
+        # the real drivers' fixed layout when the driver has no mig-minors file to read
+        gi_cap = cap_minors.get((gpu_minor, gi, None), 3 + 135 * gpu_minor + 9 * gi)
+        ci_cap = cap_minors.get((gpu_minor, gi, ci), 3 + 135 * gpu_minor + 9 * gi + 1 + ci)
+        devices.append(MigDevice(parent_index=gpu_index, index=slot,
+                                 uuid=_text(nvml.nvmlDeviceGetUUID(mig)), gi=gi, ci=ci, profile=profile,
+                                 gi_cap_minor=gi_cap, ci_cap_minor=ci_cap,
+                                 memory_total=nvml.nvmlDeviceGetMemoryInfo(mig).total))
+    return devices
