@@ -4,6 +4,10 @@
 
 #include <stddef.h>
 
+/* openat2(2) with O_CLOEXEC added and the given RESOLVE_* bits, retried on EAGAIN (the kernel returns
+ * it when a rename raced with the walk); an empty path means ".". */
+int gct_openat2(int dirfd, const char *path, int oflags, unsigned long long resolve);
+
 /* openat2(2) with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS relative to rootfd, retried on EAGAIN
  * (the kernel returns it when a rename raced with the walk). extra_resolve adds RESOLVE_* bits. */
 int gct_openat2_in_root(int rootfd, const char *path, int oflags, unsigned long long extra_resolve);

@@ -112,3 +112,7 @@ struct gct_sandbox_result {
  * (res->stage) or ETIMEDOUT. */
 int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long output_size,
                      struct gct_sandbox_result *res);
+
+/* cgroup_devices.c: write one rule ("c 195:0 rw") to <hierarchy>/<cgroup>/<file> (devices.allow or
+ * devices.deny); the cgroup path is walked beneath the hierarchy, which must be a cgroup v1 mount */
+int gct_cgroup_v1_device_rule(const char *hierarchy, const char *cgroup, const char *file, const char *rule);

@@ -26,22 +26,27 @@ void gct_close_keep_errno(int fd)
     errno = saved;
 }
 
-int gct_openat2_in_root(int rootfd, const char *path, int oflags, unsigned long long extra_resolve)
+int gct_openat2(int dirfd, const char *path, int oflags, unsigned long long resolve)
 {
     struct open_how how;
     int attempt, fd = -1;
 
     memset(&how, 0, sizeof(how));
     how.flags = (unsigned long long)(oflags | O_CLOEXEC);
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra_resolve;
+    how.resolve = resolve;
     if (path == NULL || path[0] == '\0')
         path = ".";
     for (attempt = 0; attempt < 32; attempt++) {
-        fd = sys_openat2(rootfd, path, &how);
+        fd = sys_openat2(dirfd, path, &how);
         if (fd >= 0 || errno != EAGAIN)
             break;
     }
     return fd;
+}
+
+int gct_openat2_in_root(int rootfd, const char *path, int oflags, unsigned long long extra_resolve)
+{
+    return gct_openat2(rootfd, path, oflags, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra_resolve);
 }
 
 int gct_open_root(const char *path)
