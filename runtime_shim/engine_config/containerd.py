@@ -72,14 +72,21 @@ def _child(table: dict, key: str, where: str, path: str) -> dict:
     return value
 
 
-def _import_paths(config_path: str, imports) -> list[str]:
-    """containerd's resolution: relative to the importing file's directory, globs expanded and sorted."""
+def _import_paths(config_path: str, imports, will_exist: str | None = None) -> list[str]:
+    """containerd's resolution: relative to the importing file's directory, globs expanded and sorted.
+    will_exist: a file not written yet that a pattern should match as if it were there (our drop-in)."""
     base = os.path.dirname(os.path.abspath(config_path))
     paths = []
     for entry in imports or []:
-        full = entry if os.path.isabs(entry) else os.path.join(base, entry)
-        paths.extend(sorted(glob.glob(full)) if glob.has_magic(full) else [full])
-    return [os.path.normpath(p) for p in paths]
+        full = os.path.normpath(entry if os.path.isabs(entry) else os.path.join(base, entry))
+        if glob.has_magic(full):
+            matches = {os.path.normpath(p) for p in glob.glob(full)}
+            if will_exist and _glob_matches(full, will_exist):
+                matches.add(will_exist)
+            paths.extend(sorted(matches))
+        else:
+            paths.append(full)
+    return paths
 
 
 def _checked_imports(doc, path: str) -> list:
@@ -91,27 +98,42 @@ def _checked_imports(doc, path: str) -> list:
     return imports
 
 
-def effective_section(config_path: str, main, plugin: str, drop_in: str):
-    """The CRI section containerd would load without our drop-in: the last file in load order defining it."""
+def effective_section(config_path: str, main, plugin: str, drop_in: str, check_order: bool = True):
+    """The CRI section containerd would load without our drop-in: the last file in load order defining it.
+
+    Load order is containerd's: the main config, then imports breadth first. A file loaded after our
+    drop-in that defines the section would replace ours whole and silently drop the runtime, so that
+    is an error naming it.
+    """
     plugins = main.get("plugins", {})
     if not isinstance(plugins, dict):
         raise EngineConfigError("`plugins` is not a table", config_path)
     section = plugins.get(plugin)
-    pending = _import_paths(config_path, _checked_imports(main, config_path))
-    seen = {os.path.normpath(os.path.abspath(config_path)), os.path.normpath(os.path.abspath(drop_in))}
+    ours = os.path.normpath(os.path.abspath(drop_in))
+    pending = _import_paths(config_path, _checked_imports(main, config_path), will_exist=ours)
+    if ours not in pending:
+        pending.append(ours)  # where configure puts it: last in the main config's imports
+    seen = {os.path.normpath(os.path.abspath(config_path))}
+    after_ours = False
     while pending:
         path, pending = pending[0], pending[1:]
         if path in seen:
             continue
         seen.add(path)
+        if path == ours:
+            after_ours = True
+            continue
         text = read_config_text(path)
         if text is None:
             raise EngineConfigError("imported config file does not exist", path)
         doc = parse_toml(text, path)
         plugins = doc.get("plugins", {})
         if isinstance(plugins, dict) and plugin in plugins:
+            if after_ours and check_order:
+                raise EngineConfigError(f"imported after the drop-in {drop_in}, its `plugins.\"{plugin}\"` would "
+                                        "replace ours; choose a --drop-in-config that loads after it", path)
             section = plugins[plugin]
-        pending += _import_paths(path, _checked_imports(doc, path))
+        pending += _import_paths(path, _checked_imports(doc, path), will_exist=ours)
     if section is not None and not isinstance(section, dict):
         raise EngineConfigError(f"`plugins.\"{plugin}\"` is not a table", config_path)
     return section
@@ -301,7 +323,7 @@ def plan_remove(config_path: str, drop_in: str, request: RuntimeRequest) -> Plan
     if drop_doc is not None:
         main = parse_toml(main_text, config_path)
         version = config_version(main, config_path, drop_doc.get("version", 2))
-        base = effective_section(config_path, main, CRI_PLUGIN[version], drop_in)
+        base = effective_section(config_path, main, CRI_PLUGIN[version], drop_in, check_order=False)
         delta = _our_delta(drop_doc, base, CRI_PLUGIN[version])
         if request.name not in delta.runtimes:
             plan.notes.append(f"runtime `{request.name}` is not in {drop_in}; nothing removed from it")

@@ -302,3 +302,28 @@ def test_plan_writes_drop_in_before_import_and_removes_import_first(cfg):
     apply_plan(plan)
     plan = plan_runtime_config("containerd", RuntimeRequest(runtime_path=SHIM), str(cfg), remove=True)
     assert [(c.path, c.after is None) for c in plan.pending] == [(str(cfg), False), (str(drop_in_of(cfg)), True)]
+
+
+def test_import_loaded_after_the_drop_in_is_an_error(cfg, tmp_path):
+    (tmp_path / "conf.d").mkdir()
+    later = tmp_path / "conf.d" / "99-zz-site.toml"
+    later.write_text(f'version = 2\n[plugins."{V2_PLUGIN}"]\n  sandbox_image = "site"\n')
+    earlier = tmp_path / "conf.d" / "10-site.toml"
+    earlier.write_text(f'version = 2\n[plugins."{V2_PLUGIN}"]\n  sandbox_image = "early"\n')
+    text = 'version = 2\nimports = ["conf.d/*.toml"]\n'
+    cfg.write_text(text)
+    with pytest.raises(EngineConfigError) as err:
+        run(cfg)
+    assert err.value.where == str(later) and "would replace ours" in err.value.what
+    assert not drop_in_of(cfg).exists()
+    later.unlink()
+    run(cfg)  # only a file loaded before the drop-in: it is the base
+    assert load(drop_in_of(cfg))["plugins"][V2_PLUGIN]["sandbox_image"] == "early"
+
+
+def test_remove_works_even_when_a_later_import_shadows_the_drop_in(cfg, tmp_path):
+    cfg.write_text('version = 2\nimports = ["conf.d/*.toml"]\n')
+    run(cfg)
+    (tmp_path / "conf.d" / "99-zz-site.toml").write_text(f'version = 2\n[plugins."{V2_PLUGIN}"]\n  x = 1\n')
+    run(cfg, remove=True)
+    assert not drop_in_of(cfg).exists()
