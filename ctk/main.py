@@ -15,6 +15,8 @@ from ctk.errors import run_cli
 # command name -> "module:attribute" of a click command or group
 COMMANDS = {
     "cdi": "ctk.cdi_cmd:cdi",
+    "info": "ctk.info_cmd:info",
+    "simulate": "ctk.simulate_cmd:simulate",
     "runtime": "ctk.runtime_cmd:runtime",
 }
 

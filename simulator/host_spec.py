@@ -110,9 +110,9 @@ def gi_id_for_placement(model: GpuModel, start: int, size: int) -> int:
     return ids + start // size
 
 
-def parse_mig_options(options: list[str], gpu_count: int, model: GpuModel) -> dict[int, list[MigProfile]]:
-    """`--mig GPU=PROFILE[,PROFILE...]` options -> profiles per GPU index, validated."""
-    result: dict[int, list[MigProfile]] = {}
+def parse_mig_options(options: list[str], gpu_count: int, model: GpuModel) -> dict[int, tuple[str, list[MigProfile]]]:
+    """`--mig GPU=PROFILE[,PROFILE...]` options -> (the option, its profiles) per GPU index, validated."""
+    result: dict[int, tuple[str, list[MigProfile]]] = {}
     for option in options:
         where = f"--mig {option}"
         gpu_text, sep, profiles_text = option.partition("=")
@@ -135,7 +135,7 @@ def parse_mig_options(options: list[str], gpu_count: int, model: GpuModel) -> di
                 known = ", ".join(p.name for p in model.mig_profiles)
                 raise SimulatorError(f"unknown MIG profile {name!r} for {model.name} (known: {known})", where)
             profiles.append(profile)
-        result[gpu] = profiles
+        result[gpu] = (where, profiles)
     return result
 
 
@@ -146,7 +146,8 @@ def place_mig_devices(model: GpuModel, profiles: list[MigProfile], where: str) -
     placed: list[tuple[MigProfile, int]] = []
     for profile in profiles:
         if sum(1 for p, _ in placed if p.id == profile.id) >= profile.instance_count:
-            raise SimulatorError(f"at most {profile.instance_count} instances of {profile.name} fit on one GPU", where)
+            count = "one instance" if profile.instance_count == 1 else f"{profile.instance_count} instances"
+            raise SimulatorError(f"at most {count} of {profile.name} fit on one GPU", where)
         slices += profile.slices
         start = next((s for s in profile.starts
                       if not used_slots & set(range(s, s + profile.size))), None)
@@ -187,8 +188,8 @@ def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = D
         minor = index
         migs = []
         if index in mig:
-            where = f"--mig {index}=..."
-            for mig_index, (profile, start) in enumerate(place_mig_devices(model, mig[index], where)):
+            where, profiles = mig[index]
+            for mig_index, (profile, start) in enumerate(place_mig_devices(model, profiles, where)):
                 gi = gi_id_for_placement(model, start, profile.size)
                 migs.append(SimMig(
                     index=mig_index, uuid=f"MIG-{uuid.uuid5(namespace, f'gpu{index}/gi{gi}/ci0')}",

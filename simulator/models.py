@@ -99,10 +99,10 @@ DEFAULT_MODEL = MODELS[0].name
 
 
 def find_model(name: str) -> GpuModel | None:
-    """A model by its full name or without the "NVIDIA " prefix, case-insensitively."""
+    """A model by its full name or without the "NVIDIA "/"Tesla " prefix, case-insensitively."""
     wanted = name.strip().lower()
     for model in MODELS:
         full = model.name.lower()
-        if wanted in (full, full.removeprefix("nvidia ")):
+        if wanted in (full, full.removeprefix("nvidia "), full.removeprefix("tesla ")):
             return model
     return None

@@ -1,0 +1,46 @@
+"""`nvidia-ctk simulate create DIR`: build a simulated GPU host (a driver root with a real C
+libnvidia-ml.so.1, nvidia-smi, device nodes and driver files) for machines without a GPU."""
+from __future__ import annotations
+
+import click
+
+from ctk.errors import CliError
+
+_DEFAULTS = {"gpus": 2, "model": "NVIDIA A100-SXM4-40GB", "driver": "550.54.15", "cuda": "12.4"}
+
+
+@click.group()
+def simulate() -> None:
+    """Simulated GPU hosts: rehearse and test GPU containers without a GPU."""
+
+
+@simulate.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--gpus", type=int, default=_DEFAULTS["gpus"], show_default=True, help="Number of GPUs (1-16).")
+@click.option("--model", default=_DEFAULTS["model"], show_default=True,
+              help="GPU model, e.g. 'NVIDIA A100-SXM4-80GB', 'NVIDIA H100 80GB HBM3', 'NVIDIA A30', 'Tesla T4'.")
+@click.option("--driver-version", default=_DEFAULTS["driver"], show_default=True, help="Driver version.")
+@click.option("--cuda-version", default=_DEFAULTS["cuda"], show_default=True,
+              help="Highest CUDA version the driver supports (MAJOR.MINOR).")
+@click.option("--mig", "mig", multiple=True, metavar="GPU=PROFILE[,PROFILE...]",
+              help="Enable MIG on GPU (an index) with these GPU instance profiles, e.g. 1=3g.20gb,1g.5gb. "
+                   "Repeat for more GPUs; at most 7 MIG devices per GPU.")
+@click.option("--force", is_flag=True, help="Replace a simulated host that already exists in DIRECTORY.")
+def create(directory: str, gpus: int, model: str, driver_version: str, cuda_version: str,
+           mig: tuple[str, ...], force: bool) -> None:
+    """Build a simulated GPU host in DIRECTORY (needs root for mknod, and gcc).
+
+    Use it wherever a driver root is accepted: --driver-root DIRECTORY, NVIDIA_CTK_DRIVER_ROOT or
+    config.toml [nvidia-container-cli] root. Its own dev/, proc/ and sys/ stand in for the host's.
+    """
+    from simulator.host_builder import create_simulated_host
+    from simulator.host_spec import SimulatorError
+
+    try:
+        host = create_simulated_host(directory, gpus=gpus, model=model, driver_version=driver_version,
+                                     cuda_version=cuda_version, mig_options=list(mig), force=force)
+    except SimulatorError as e:
+        raise CliError(e.what, e.where) from None
+    migs = sum(len(g.migs) for g in host.gpus)
+    click.echo(f"Simulated host created in {directory}: {len(host.gpus)} x {host.gpus[0].model.name}, "
+               f"{migs} MIG device{'s' if migs != 1 else ''}, driver {host.driver_version}, CUDA {host.cuda_version}")
