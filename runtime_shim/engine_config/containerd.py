@@ -45,7 +45,7 @@ def parse_toml(text: str | None, path: str) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(text or "")
     except TOMLKitError as exc:
-        raise EngineConfigError(f"invalid TOML: {exc}", path) from None
+        raise EngineConfigError(f"invalid TOML: {' '.join(str(exc).split())}", path) from None
 
 
 def config_version(doc: tomlkit.TOMLDocument, path: str, default: int = 2) -> int:
