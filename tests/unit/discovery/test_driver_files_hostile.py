@@ -13,7 +13,7 @@ import cdi.driver_files as driver_files
 from cdi.driver_files import LIBRARY, locate_driver_files
 
 from .helpers import X86_64_LIBC6, build_library, make_socket, run_ldconfig, write_ld_cache
-from .test_driver_files import LIB, V, build_driver_root
+from .fake_driver_root import LIB, V, build_driver_root
 
 
 @pytest.fixture
