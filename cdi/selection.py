@@ -70,7 +70,11 @@ def select_devices(request: DeviceRequest, inventory: Inventory, default_kind: s
             name = parse_qualified_name(raw)
             if name.kind != default_kind:
                 raise RequestError(f"device {raw!r} is not of kind {default_kind}", where)
-            device_id = check_device_id(name.name, where)
+            device_id = name.name
+            try:
+                check_device_id(device_id, where)
+            except RequestError:
+                device_id = "void"  # a CDI name we cannot map onto a GPU: reported below as the full name
             if device_id in ("none", "void"):
                 raise RequestError(f"unknown device id {raw!r}", where)
         found = _lookup(device_id, inventory)
