@@ -137,12 +137,14 @@ class DriverFiles:
 def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[str], *,
                         search_path: str | None = None,
                         mps_pipe_directory: str | None = None,
+                        ld_cache: str = LD_CACHE,
                         machine: str | None = None) -> DriverFiles:
     """Find the driver files for `capabilities` inside the driver root `root` ("/" on a host).
 
     `driver_version` comes from NVML. `search_path` is a PATH-style list of binary directories
     (inside the root; default DEFAULT_SEARCH_PATH). `mps_pipe_directory` defaults to
-    $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps. `machine` (default: this host's) picks the
+    $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps. `ld_cache` is the cache's path inside the
+    root (config `[nvidia-container-cli] ldcache`). `machine` (default: this host's) picks the
     library ABI. Raises DriverFilesError; missing files are not an error."""
     if not isinstance(driver_version, str) or not _VERSION.fullmatch(driver_version):
         raise DriverFilesError(f"invalid driver version {driver_version!r}")
@@ -153,7 +155,7 @@ def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[s
     if mps_pipe_directory is None:
         mps_pipe_directory = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or DEFAULT_MPS_PIPE_DIRECTORY
     try:
-        search = _Search(DriverRoot(root), driver_version, _ABIS[machine])
+        search = _Search(DriverRoot(root), driver_version, _ABIS[machine], ld_cache or LD_CACHE)
         files = (search.libraries(caps) + search.binaries(caps, search_path or DEFAULT_SEARCH_PATH)
                  + search.firmware() + search.ipc_sockets(caps)
                  + search.mps_directory(caps, mps_pipe_directory))
@@ -190,10 +192,12 @@ def library_name(filename: str) -> str | None:
 
 
 class _Search:
-    def __init__(self, root: DriverRoot, version: str, abis: tuple[_Abi, _Abi | None]):
+    def __init__(self, root: DriverRoot, version: str, abis: tuple[_Abi, _Abi | None],
+                 ld_cache: str):
         self.root = root
         self.version = version
         self.native, self.compat32 = abis
+        self.ld_cache = ld_cache
 
     # -- libraries ---------------------------------------------------------------------------
 
@@ -241,9 +245,9 @@ class _Search:
                         yield kind, abi, cap, posixpath.join(resolved, name), None
 
     def _ld_cache(self):
-        path = self._resolve(LD_CACHE)
+        path = self._resolve(self.ld_cache)
         if path is None:
-            log.debug("no %s in %s: scanning library directories", LD_CACHE, self.root.path)
+            log.debug("no %s in %s: scanning library directories", self.ld_cache, self.root.path)
             return None
         st = self.root.stat(path)
         if st is None or not stat.S_ISREG(st.st_mode):

@@ -195,3 +195,14 @@ def test_other_machine_takes_no_x86_libraries(root):
     files = locate(root, "all", machine="aarch64")
     assert files.libraries == ()          # cache arch and ELF machine both say x86-64
     assert files.of_kind(BINARY)          # binaries and the rest do not depend on the ABI
+
+
+def test_ld_cache_path_is_taken_inside_the_root(root):
+    os.rename(f"{root}/etc/ld.so.cache", f"{root}/etc/other.cache")
+    with open(f"{root}/etc/ld.so.cache", "wb") as f:
+        f.write(b"garbage that would fail to parse")
+    with pytest.raises(DriverFilesError):
+        locate(root, ["compute"])
+    files = locate(root, ["compute"], ld_cache="/etc/other.cache")
+    assert {f.container_path for f in files.libraries} == {
+        p for _, _, p in expected_libraries("compute")}
