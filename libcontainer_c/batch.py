@@ -11,7 +11,7 @@ On the first failing operation the child unmounts everything it mounted (last fi
 Directories, placeholders and links already made are left (they are harmless empty entries).
 
     batch = RootfsBatch()
-    batch.bind("/dev/nvidia0", "/dev/nvidia0", DEVICE_NODE)
+    batch.bind_device("/dev/nvidia0", "/dev/nvidia0", 195, 0)
     batch.bind(host_lib, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54", LIBRARY)
     batch.symlink("libcuda.so.550.54", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")
     batch.tmpfs("/proc/driver/nvidia")
@@ -23,7 +23,7 @@ import os
 
 from ._native import ffi, lib
 from .errors import ContainerFsError
-from .rootfs import NODEV, NOEXEC, NOSUID, RDONLY, MountOptions, clone_source
+from .rootfs import DEVICE_NODE, NODEV, NOEXEC, NOSUID, RDONLY, MountOptions, clone_source
 
 OPERATION_NAMES = {
     lib.GCT_OP_MKDIR: "mkdir -p",
@@ -87,6 +87,14 @@ class RootfsBatch:
         tree, _ = clone_source(source, options)
         self._trees.append(tree)
         return self._add(lib.GCT_OP_BIND, path, src_fd=tree, attr_set=options.set, attr_clr=options.clear)
+
+    def bind_device(self, source, path, major: int, minor: int):
+        """Bind the host character device ``source`` onto ``path`` with DEVICE_NODE options, after
+        checking (on the fd that is cloned) that it is char ``major:minor``; ENODEV otherwise."""
+        tree, _ = clone_source(source, DEVICE_NODE, expect_char_device=(major, minor))
+        self._trees.append(tree)
+        return self._add(lib.GCT_OP_BIND, path, src_fd=tree, attr_set=DEVICE_NODE.set,
+                         attr_clr=DEVICE_NODE.clear)
 
     def tmpfs(self, path, options: str = "mode=0755", readonly: bool = False):
         """A new tmpfs (nosuid,nodev,noexec) on the directory ``path``. To fill it and then seal it,

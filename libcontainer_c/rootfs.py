@@ -8,7 +8,7 @@ before they become visible, and always with private propagation.
     with Rootfs("/run/bundle/rootfs") as root:
         mounts = MountStack()
         with mounts:                       # unmounts everything again if the block raises
-            mounts.push(root.bind("/dev/nvidia0", "/dev/nvidia0", DEVICE_NODE))
+            mounts.push(root.bind_device("/dev/nvidia0", "/dev/nvidia0", 195, 0))
             mounts.push(root.bind(lib, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", LIBRARY))
             root.symlink("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so")
 
@@ -108,12 +108,15 @@ def validate_bind(source_fd: int, options: MountOptions, source_path) -> os.stat
     return st
 
 
-def clone_source(source, options: MountOptions):
+def clone_source(source, options: MountOptions, expect_char_device=None):
     """Open a host file or directory and clone it into a detached mount tree (``open_tree``).
 
-    ``source`` is a host path (symlinks followed: the host is trusted) or an open fd. Returns
-    ``(tree_fd, stat_result)`` after :func:`validate_bind`. The tree is not visible anywhere until it
-    is attached; closing ``tree_fd`` unattached discards it.
+    ``source`` is a host path (symlinks followed: the host is trusted) or an open fd (e.g. one from
+    ``Rootfs(driver_root).open(path)`` when the files come from a driver root that is itself a
+    container's filesystem). ``expect_char_device=(major, minor)`` checks, on the very fd that is
+    cloned, that the source is that character device (ENODEV otherwise). Returns ``(tree_fd,
+    stat_result)`` after :func:`validate_bind`. The tree is not visible anywhere until it is
+    attached; closing ``tree_fd`` unattached discards it.
     """
     if isinstance(source, int):
         src_fd = os.dup(source)
@@ -124,10 +127,20 @@ def clone_source(source, options: MountOptions):
             raise ContainerFsError(err.errno, "open bind source", source) from None
     try:
         st = validate_bind(src_fd, options, source)
+        if expect_char_device is not None:
+            _check_char_device(st, expect_char_device, source)
         tree = check(lib.gct_clone_tree(src_fd, ffi.NULL, int(options.recursive)), "open_tree", source)
     finally:
         os.close(src_fd)
     return tree, st
+
+
+def _check_char_device(st: os.stat_result, expected, source) -> None:
+    major, minor = expected
+    if not stat.S_ISCHR(st.st_mode) or (os.major(st.st_rdev), os.minor(st.st_rdev)) != (major, minor):
+        found = (f"char {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if stat.S_ISCHR(st.st_mode)
+                 else "not a char device")
+        raise ContainerFsError(19, f"check device node (want char {major}:{minor}, found {found})", source)
 
 
 class Mount:
@@ -284,6 +297,21 @@ class Rootfs:
                 target = self.make_file(path)
             try:
                 check(lib.gct_bind_tree(tree, target, options.set, options.clear), "bind mount", path)
+            finally:
+                os.close(target)
+        except BaseException:
+            os.close(tree)
+            raise
+        return Mount(tree, path)
+
+    def bind_device(self, source, path, major: int, minor: int) -> Mount:
+        """Bind the host character device ``source`` onto ``path`` (DEVICE_NODE options: ro, nosuid,
+        noexec, never nodev) after checking it is char ``major:minor``."""
+        tree, _ = clone_source(source, DEVICE_NODE, expect_char_device=(major, minor))
+        try:
+            target = self.make_file(path)
+            try:
+                check(lib.gct_bind_tree(tree, target, DEVICE_NODE.set, DEVICE_NODE.clear), "bind mount", path)
             finally:
                 os.close(target)
         except BaseException:

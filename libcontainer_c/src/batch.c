@@ -82,6 +82,10 @@ static int close_result(int fd)
 #define GCT_NO_MOUNT (-2)
 static int run_op(int rootfd, const struct gct_op *op)
 {
+    if (op->path == NULL || (op->kind == GCT_OP_WRITE_FILE && op->data == NULL && op->data_len)) {
+        errno = EINVAL;
+        return -1;
+    }
     switch (op->kind) {
     case GCT_OP_MKDIR:
         return close_result(gct_mkdir_p(rootfd, op->path, op->mode)) < 0 ? -1 : GCT_NO_MOUNT;
@@ -121,6 +125,8 @@ static int child_main(int mntns_fd, const char *root_path, const struct gct_op *
         set_error(e, -1, 0, "setns", root_path);
         return 1;
     }
+    /* modes in the batch are meant exactly (a runtime may start hooks with a strict umask) */
+    umask(0);
     rootfd = gct_open_root(root_path);
     if (rootfd < 0) {
         set_error(e, -1, 0, "open root", root_path);

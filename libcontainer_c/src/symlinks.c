@@ -26,6 +26,21 @@ static int check_replaceable(int parent, const char *name)
     return -1;
 }
 
+/* symlinkat under a fresh temporary name (an image may already hold an entry of that name). */
+static int make_temp_link(int parent, const char *target, char *tmp, size_t len)
+{
+    int attempt;
+
+    for (attempt = 0; attempt < 16; attempt++) {
+        snprintf(tmp, len, ".gct-link-%d-%u", (int)getpid(), tmp_counter++);
+        if (symlinkat(target, parent, tmp) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
 int gct_symlink(int rootfd, const char *target, const char *linkpath)
 {
     char dir[PATH_MAX], name[NAME_MAX + 1], tmp[64];
@@ -42,8 +57,7 @@ int gct_symlink(int rootfd, const char *target, const char *linkpath)
         return -1;
     if (check_replaceable(parent, name) < 0)
         goto out;
-    snprintf(tmp, sizeof(tmp), ".gct-link-%d-%u", (int)getpid(), tmp_counter++);
-    if (symlinkat(target, parent, tmp) < 0)
+    if (make_temp_link(parent, target, tmp, sizeof(tmp)) < 0)
         goto out;
     /* rename(2) itself refuses to put a non-directory over a directory (EISDIR), which covers a
      * directory appearing between the check and the rename. */

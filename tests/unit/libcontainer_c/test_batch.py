@@ -67,7 +67,8 @@ def test_batch_injects_into_live_namespace(container, host_files):
         batch.bind(str(host_files / "libfoo.so.1.2"), "/usr/lib/libfoo.so.1.2", LIBRARY)
         batch.symlink("libfoo.so.1.2", "/usr/lib/libfoo.so.1")
         batch.bind(str(host_files / "firmware"), "/lib/firmware/nvidia/550", READONLY_FILES)
-        batch.bind("/dev/null", "/dev/nvidia0", DEVICE_NODE)
+        batch.bind_device("/dev/null", "/dev/nvidia0", 1, 3)
+        batch.bind("/dev/zero", "/dev/nvidia1", DEVICE_NODE)
         batch.tmpfs("/proc/driver/nvidia")
         batch.write_file("/proc/driver/nvidia/version", "NVRM version: 550.54\n")
         batch.remount("/proc/driver/nvidia", readonly=True)
@@ -75,11 +76,12 @@ def test_batch_injects_into_live_namespace(container, host_files):
 
     mounts = container_mounts(pid, rootfs)
     assert set(mounts) == {"/usr/lib/libfoo.so.1.2", "/lib/firmware/nvidia/550", "/dev/nvidia0",
-                           "/proc/driver/nvidia"}
+                           "/dev/nvidia1", "/proc/driver/nvidia"}
     assert "noexec" not in mounts["/usr/lib/libfoo.so.1.2"][0]
     assert mounts["/usr/lib/libfoo.so.1.2"][0] >= {"ro", "nosuid", "nodev"}
     assert mounts["/dev/nvidia0"][0] >= {"ro", "nosuid", "noexec"}
     assert "nodev" not in mounts["/dev/nvidia0"][0]
+    assert inside(pid, "sh", "-c", f"head -c 3 {rootfs}/dev/nvidia1 | od -An -tx1").split() == ["00"] * 3
     assert mounts["/proc/driver/nvidia"] == ({"ro", "nosuid", "nodev", "noexec", "relatime"}, "tmpfs")
     assert inside(pid, "cat", f"{rootfs}/usr/lib/libfoo.so.1") == "\x7fELF libfoo"
     assert inside(pid, "cat", f"{rootfs}/lib/firmware/nvidia/550/gsp.bin") == "firmware"
@@ -149,3 +151,17 @@ def test_batch_in_own_namespace_without_pid(tmp_path):
     (tmp_path / "lib.so").write_bytes(b"\x7fELF own ns")
     assert run_in_private_mount_ns(_run_without_setns, str(tmp_path / "rootfs"),
                                    str(tmp_path / "lib.so")) == b"\x7fELF own ns"
+
+
+def test_batch_modes_ignore_the_callers_umask(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    old = os.umask(0o077)
+    try:
+        RootfsBatch().mkdirs("/usr/local/nvidia", 0o755).write_file("/etc/nvidia.conf", "x", 0o644) \
+            .run(rootfs=tmp_path / "rootfs")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "rootfs/usr/local/nvidia").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "rootfs/usr/local").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "rootfs/etc/nvidia.conf").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "rootfs/etc/nvidia.conf").read_text() == "x"

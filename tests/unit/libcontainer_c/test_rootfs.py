@@ -239,3 +239,29 @@ def test_tmpfs_mount(tmp_path):
     assert point.endswith("/proc/driver/nvidia") and fstype == "tmpfs"
     assert flags >= {"ro", "nosuid", "nodev", "noexec"}
     assert mode == 0o711
+
+
+def _bind_devices(base):
+    with Rootfs(base / "rootfs") as root:
+        m = root.bind_device("/dev/null", "/dev/nvidia0", 1, 3)
+        table = mounts_under(base / "rootfs")
+        errors = []
+        for source, numbers in (("/dev/null", (195, 0)), (str(base / "plain"), (1, 3))):
+            try:
+                root.bind_device(source, "/dev/other", *numbers)
+            except ContainerFsError as err:
+                errors.append((err.errno, err.operation, err.filename))
+        m.unmount()
+    return table, errors
+
+
+def test_bind_device_checks_the_node(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "plain").write_text("")
+    table, errors = run_in_private_mount_ns(_bind_devices, tmp_path)
+    assert [(p[len(str(tmp_path / "rootfs")):], "nodev" in f) for p, f, _ in table] == [("/dev/nvidia0", False)]
+    assert errors == [
+        (errno.ENODEV, "check device node (want char 195:0, found char 1:3)", "/dev/null"),
+        (errno.ENODEV, "check device node (want char 1:3, found not a char device)", str(tmp_path / "plain")),
+    ]
+    assert not (tmp_path / "rootfs/dev/other").exists()  # checked before any placeholder is made
