@@ -70,7 +70,10 @@ class DeviceRequest:
         """Qualified CDI names for the shim's CDI mode: bare ids become `<default_kind>=<id>`."""
         names = []
         for device_id in self.devices:
-            name = device_id if "=" in device_id else qualify(default_kind, device_id)
+            form = classify_id(device_id)
+            if form in ("gpu-uuid", "mig-uuid"):  # specs carry NVML's spelling: GPU-<lower-case hex>
+                device_id = device_id[:3].upper() + device_id[3:].lower()
+            name = device_id if form == "cdi" else qualify(default_kind, device_id)
             if name not in names:
                 names.append(name)
         return names
