@@ -3,8 +3,8 @@
 Podman (through its hooks.d support) runs the hook for every container; the hook itself does nothing
 for a container that asks for no GPU. The hook carries a non-empty `env` (DESIGN: an empty one is
 dropped by engines and the image's environment would reach a root-run hook). Podman reads hooks.d for
-each new container, so no daemon needs restarting. The file is ours when its hook is an
-nvidia-container-runtime-hook (NVIDIA's tool writes the same file); anything else is left alone.
+each new container, so no daemon needs restarting. The file is ours when its hook (path or argv[0])
+is an nvidia-container-runtime-hook (NVIDIA's tool writes the same file); anything else is left alone.
 """
 from __future__ import annotations
 
@@ -47,8 +47,12 @@ def _load_existing(path: str) -> str | None:
     except json.JSONDecodeError as exc:
         raise EngineConfigError(f"invalid JSON: {exc.msg} at {json_line_location(exc)}", path) from None
     hook = doc.get("hook") if isinstance(doc, dict) else None
-    hook_path = hook.get("path") if isinstance(hook, dict) else None
-    if not isinstance(hook_path, str) or os.path.basename(hook_path) != HOOK_EXECUTABLE:
+    if not isinstance(hook, dict):
+        hook = {}
+    args = hook.get("args") if isinstance(hook.get("args"), list) else []
+    # ours (or NVIDIA's): the hook program, or its argv[0] when installed under another name
+    names = [hook.get("path"), args[0] if args else None]
+    if not any(isinstance(n, str) and os.path.basename(n) == HOOK_EXECUTABLE for n in names):
         raise EngineConfigError(f"hook file exists and is not an {HOOK_EXECUTABLE} hook; left alone", path)
     return text
 

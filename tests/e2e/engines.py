@@ -5,8 +5,8 @@ socket paths must stay under 108 bytes), runs in its own session so it can be st
 group, and is stopped at the end of the test with everything it left: processes still naming its
 dirs (containerd shims re-parent and leave the group), mounts under its dirs, then the dirs.
 
-Use the fixtures (`private_dockerd`, `private_containerd`): each yields a factory that starts a daemon
-with the config file you give it and stops every daemon it started when the test ends.
+Use the fixtures (`private_dockerd`, `private_containerd`, `private_podman`): each yields a factory that
+starts an engine with the config you give it and stops everything it started when the test ends.
 """
 from __future__ import annotations
 
@@ -169,12 +169,58 @@ def stop_daemon(daemon: Daemon) -> None:
 def busybox_image_tar(workdir: Path) -> Path:
     """A rootfs tar of busybox-static, for `docker import` (no registry here)."""
     root = workdir / "busybox-root"
-    (root / "bin").mkdir(parents=True, exist_ok=True)
+    for d in ("bin", "sbin", "usr/bin", "usr/sbin", "tmp"):
+        (root / d).mkdir(parents=True, exist_ok=True)
     shutil.copy2("/bin/busybox", root / "bin" / "busybox")
     subprocess.run(["chroot", str(root), "/bin/busybox", "--install", "-s"], check=True)
     tar = workdir / "busybox.tar"
     subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True)
     return tar
+
+
+@dataclass
+class PrivatePodman:
+    """podman with its own storage (vfs), run root, tmp dir and containers.conf (CONTAINERS_CONF): the
+    host's /etc/containers is never read or written. Root lacks CAP_SYS_RESOURCE here, so the conf
+    sets ulimits podman can apply (REFERENCE §4); runc avoids crun's hybrid-cgroup quirk."""
+
+    workdir: Path
+    hooks_dir: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "CONTAINERS_CONF": str(self.workdir / "containers.conf")}
+
+    def argv(self, *args: str) -> list[str]:
+        w = self.workdir
+        return ["podman", "--root", str(w / "storage"), "--runroot", str(w / "run"), "--tmpdir", str(w / "tmp"),
+                "--storage-driver", "vfs", "--hooks-dir", str(self.hooks_dir), "--runtime", "runc",
+                "--cgroup-manager", "cgroupfs", "--events-backend", "file", *args]
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        result = subprocess.run(self.argv(*args), capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"podman {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+        return result
+
+
+def start_podman(hooks_dir: Path, workdir: Path | None = None) -> PrivatePodman:
+    workdir = workdir or short_tempdir("gct-podman-")
+    (workdir / "containers.conf").write_text(
+        '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]\n'
+        '[engine]\nevents_logger = "file"\ncgroup_manager = "cgroupfs"\n')
+    return PrivatePodman(workdir, hooks_dir)
+
+
+def stop_podman(podman: PrivatePodman) -> None:
+    podman("rm", "--all", "--force", check=False, timeout=60)
+    for pid in _pids_naming([podman.workdir]):  # conmon of a container that did not go away
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _unmount_under([podman.workdir])
+    shutil.rmtree(podman.workdir, ignore_errors=True)
 
 
 def _require(*programs: str) -> None:
@@ -215,3 +261,19 @@ def private_containerd():
     yield start
     for daemon in reversed(started):
         stop_daemon(daemon)
+
+
+@pytest.fixture
+def private_podman():
+    """Factory: start_podman(hooks_dir) -> PrivatePodman (call it like the podman CLI); cleaned at teardown."""
+    _require("podman", "runc")
+    started: list[PrivatePodman] = []
+
+    def start(hooks_dir: Path, **kw) -> PrivatePodman:
+        podman = start_podman(hooks_dir, **kw)
+        started.append(podman)
+        return podman
+
+    yield start
+    for podman in reversed(started):
+        stop_podman(podman)

@@ -14,6 +14,7 @@ from tests.e2e.engines import (  # noqa: F401  (fixtures)
     docker,
     private_containerd,
     private_dockerd,
+    private_podman,
     short_tempdir,
 )
 
@@ -151,3 +152,28 @@ def test_daemon_json_remove_restores_original(workdir):
     nvidia_ctk(f"--config={daemon_json}", "--remove")
     assert daemon_json.read_text() == original
     assert sorted(p.name for p in workdir.iterdir()) == ["daemon.json"]
+
+
+def test_podman_runs_the_hook_from_the_written_hooks_file(workdir, private_podman):
+    """podman 4.3 accepts the hooks.d file and runs the hook at prestart with exactly its env."""
+    hooks_dir = workdir / "hooks.d"
+    seen = workdir / "hook-seen"
+    hook = workdir / "fake-nvidia-container-runtime-hook"
+    # stands in for the real hook: records what podman ran it with
+    hook.write_text(f'#!/bin/sh\necho "args=$*" > {seen}\nenv >> {seen}\ncat >> {seen}\n')
+    hook.chmod(0o755)
+    nvidia_ctk("--runtime=podman", f"--config={hooks_dir / 'oci-nvidia-hook.json'}",
+               f"--nvidia-runtime-hook-path={hook}")
+
+    podman = private_podman(hooks_dir)
+    podman("import", str(busybox_image_tar(workdir)), "gct-busybox:latest")
+    assert podman("run", "--rm", "--net=none", "gct-busybox:latest", "/bin/echo", "ok").stdout.strip() == "ok"
+    lines = seen.read_text().splitlines()
+    assert lines[0] == "args=prestart"
+    assert "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" in lines
+    assert '"status":"creating"' in lines[-1]  # the OCI state on stdin
+
+    nvidia_ctk("--runtime=podman", f"--config={hooks_dir / 'oci-nvidia-hook.json'}", "--remove")
+    seen.unlink()
+    podman("run", "--rm", "--net=none", "gct-busybox:latest", "/bin/true")
+    assert not seen.exists()  # no hook once removed

@@ -125,3 +125,11 @@ def test_podman_relative_hook_path_is_refused(tmp_path):
     with pytest.raises(EngineConfigError, match="must be absolute"):
         plan_runtime_config("podman", RuntimeRequest(hook_path="nvidia-container-runtime-hook"),
                             str(tmp_path / "h.json"))
+
+
+def test_podman_hook_installed_under_another_name_is_still_ours(tmp_path):
+    hook_file = tmp_path / "oci-nvidia-hook.json"
+    plan_request = RuntimeRequest(hook_path="/opt/site/gpu-hook")
+    apply_plan(plan_runtime_config("podman", plan_request, str(hook_file)))
+    apply_plan(plan_runtime_config("podman", plan_request, str(hook_file), remove=True))
+    assert not hook_file.exists()
