@@ -1,0 +1,26 @@
+"""python -m bench [--runs N] [NAME...]: run the benchmarks and print medians and ratios vs plain runc."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> module with run(runs) -> str; each compares against plain runc within its own run
+BENCHMARKS = {
+    "runc": "bench.runc_lifecycle",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per case (after one warm-up)")
+    parser.add_argument("names", nargs="*", choices=[[], *BENCHMARKS], metavar="NAME",
+                        help=f"benchmarks to run (default all: {', '.join(BENCHMARKS)})")
+    args = parser.parse_args(argv)
+    for name in args.names or BENCHMARKS:
+        print(importlib.import_module(BENCHMARKS[name]).run(args.runs), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
