@@ -1,0 +1,96 @@
+"""Podman for CDI e2e tests, on top of tests.e2e.engines.PrivatePodman (own storage, run root,
+containers.conf through CONTAINERS_CONF, cgroupfs, file events; nothing under /etc is touched).
+
+What CDI tests add: a busybox-static image imported without a registry, and a spec installed where
+podman 4.3 looks for CDI specs. That podman has no `--cdi-spec-dir`, so a spec goes into /var/run/cdi
+under a unique name and is removed afterwards (REFERENCE §5), as is /var/run/cdi if we created it.
+
+Use the `cdi_podman` fixture: it yields a CdiPodman with `.podman` (call it like the podman CLI),
+`.image` and `.install_spec(spec, suffix)` (a context manager).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from cdi.spec import Spec, write_spec
+from tests.e2e.engines import PrivatePodman, busybox_image_tar, short_tempdir, start_podman, stop_podman
+
+CDI_RUN_DIR = Path("/var/run/cdi")
+HUGETLB = Path("/sys/fs/cgroup/hugetlb")
+IMAGE = "localhost/gct-busybox:latest"
+
+
+def ensure_hugetlb_on_v1() -> None:
+    """Once per boot on these machines (REFERENCE §4): crun refuses hybrid cgroups while hugetlb sits on
+    cgroup v2. A mount under /sys/fs/cgroup, gone at reboot; EBUSY means it is bound already."""
+    with open("/proc/self/mounts") as mounts:
+        if any(line.split()[1] == str(HUGETLB) for line in mounts):
+            return
+    if not Path("/sys/fs/cgroup/unified").exists():
+        return
+    HUGETLB.mkdir(exist_ok=True)
+    result = subprocess.run(["mount", "-t", "cgroup", "-o", "hugetlb", "cgroup", str(HUGETLB)],
+                            capture_output=True, text=True)
+    if result.returncode != 0 and "busy" not in result.stderr.lower():
+        raise RuntimeError(f"cannot bind hugetlb to cgroup v1: {result.stderr.strip()}")
+
+
+def import_busybox_image(podman: PrivatePodman, name: str = IMAGE) -> str:
+    tar = busybox_image_tar(podman.workdir)
+    podman("import", str(tar), name)
+    return name
+
+
+@contextlib.contextmanager
+def installed_spec(spec: Spec, suffix: str = ".json") -> Iterator[Path]:
+    """spec written (by our writer) to /var/run/cdi/gct-test-<random><suffix>, removed on exit."""
+    created_dir = not CDI_RUN_DIR.exists()
+    CDI_RUN_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    path = CDI_RUN_DIR / f"gct-test-{uuid.uuid4().hex}{suffix}"
+    try:
+        write_spec(spec, path)
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        if created_dir:
+            with contextlib.suppress(OSError):
+                CDI_RUN_DIR.rmdir()  # only if empty: never remove what others put there
+
+
+@dataclass
+class CdiPodman:
+    podman: PrivatePodman
+    image: str
+
+    install_spec = staticmethod(installed_spec)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        """`podman run --rm --network none ARGS...`."""
+        return self.podman("run", "--rm", "--network", "none", *args, check=check, timeout=timeout)
+
+
+@pytest.fixture
+def cdi_podman():
+    if os.geteuid() != 0:
+        pytest.skip("podman e2e needs root")
+    for program in ("podman", "runc"):
+        if subprocess.run(["sh", "-c", f"command -v {program}"], capture_output=True).returncode != 0:
+            pytest.skip(f"not installed: {program}")
+    ensure_hugetlb_on_v1()
+    workdir = short_tempdir("gct-cdi-podman-")
+    hooks = workdir / "hooks.d"
+    hooks.mkdir()
+    podman = start_podman(hooks, workdir=workdir)
+    try:
+        yield CdiPodman(podman, import_busybox_image(podman))
+    finally:
+        stop_podman(podman)
