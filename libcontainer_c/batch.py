@@ -54,14 +54,16 @@ class RootfsBatch:
     resolved inside the rootfs (see :mod:`libcontainer_c.rootfs` for what each operation accepts)."""
 
     def __init__(self):
-        self._ops = []      # (kind, path, target, data, src_fd, mode, attr_set, attr_clr)
+        self._ops = []      # (kind, path, target, data, src_fd, mode, attr_set, attr_clr, flags)
         self._trees = []    # tree fds we own until close()
 
     def __len__(self) -> int:
         return len(self._ops)
 
-    def _add(self, kind, path, target=None, data=None, src_fd=-1, mode=0, attr_set=0, attr_clr=0):
-        self._ops.append((kind, os.fsencode(path), target, data, src_fd, mode, attr_set, attr_clr))
+    def _add(self, kind, path, target=None, data=None, src_fd=-1, mode=0, attr_set=0, attr_clr=0,
+             if_exists=False):
+        flags = lib.GCT_OPF_IF_EXISTS if if_exists else 0
+        self._ops.append((kind, os.fsencode(path), target, data, src_fd, mode, attr_set, attr_clr, flags))
         return self
 
     def mkdirs(self, path, mode: int = 0o755):
@@ -76,11 +78,12 @@ class RootfsBatch:
     def symlink(self, target, path):
         return self._add(lib.GCT_OP_SYMLINK, path, target=os.fsencode(target))
 
-    def write_file(self, path, data, mode: int = 0o444):
-        """A new file (it must not exist) with ``data`` (bytes or str), e.g. inside a tmpfs."""
+    def write_file(self, path, data, mode: int = 0o444, if_exists: bool = False):
+        """A new file (it must not exist) with ``data`` (bytes or str), e.g. inside a tmpfs.
+        ``if_exists``: skip it when the parent directory is missing (parents are made otherwise)."""
         if isinstance(data, str):
             data = data.encode()
-        return self._add(lib.GCT_OP_WRITE_FILE, path, data=bytes(data), mode=mode)
+        return self._add(lib.GCT_OP_WRITE_FILE, path, data=bytes(data), mode=mode, if_exists=if_exists)
 
     def bind(self, source, path, options: MountOptions):
         """Bind the host ``source`` (path or fd) onto ``path``; cloned now, in this namespace."""
@@ -96,17 +99,19 @@ class RootfsBatch:
         return self._add(lib.GCT_OP_BIND, path, src_fd=tree, attr_set=DEVICE_NODE.set,
                          attr_clr=DEVICE_NODE.clear)
 
-    def tmpfs(self, path, options: str = "mode=0755", readonly: bool = False):
+    def tmpfs(self, path, options: str = "mode=0755", readonly: bool = False, if_exists: bool = False):
         """A new tmpfs (nosuid,nodev,noexec) on the directory ``path``. To fill it and then seal it,
-        add write_file operations and a ``remount(path, readonly=True)`` after it."""
+        add write_file operations and a ``remount(path, readonly=True)`` after it. ``if_exists``:
+        skip it when ``path`` is missing (``/proc/driver/nvidia`` exists only with a driver, and
+        procfs refuses mkdir); give the same flag to the write_file and remount that go with it."""
         attrs = NOSUID | NODEV | NOEXEC | (RDONLY if readonly else 0)
-        return self._add(lib.GCT_OP_TMPFS, path, data=options.encode(), attr_set=attrs)
+        return self._add(lib.GCT_OP_TMPFS, path, data=options.encode(), attr_set=attrs, if_exists=if_exists)
 
-    def remount(self, path, readonly: bool = True):
+    def remount(self, path, readonly: bool = True, if_exists: bool = False):
         """Make the mount whose root is ``path`` read-only (or read-write)."""
         if readonly:
-            return self._add(lib.GCT_OP_REMOUNT, path, attr_set=RDONLY)
-        return self._add(lib.GCT_OP_REMOUNT, path, attr_clr=RDONLY)
+            return self._add(lib.GCT_OP_REMOUNT, path, attr_set=RDONLY, if_exists=if_exists)
+        return self._add(lib.GCT_OP_REMOUNT, path, attr_clr=RDONLY, if_exists=if_exists)
 
     def run(self, rootfs, pid: int = None) -> None:
         """Run every operation in a forked child; ``rootfs`` is the host path of the container's
@@ -114,8 +119,9 @@ class RootfsBatch:
         process's namespace). Raises BatchError on the first failure, after the rollback."""
         keep = []  # cffi buffers must outlive the call
         ops = ffi.new("struct gct_op[]", max(len(self._ops), 1))
-        for op, (kind, path, target, data, src_fd, mode, attr_set, attr_clr) in zip(ops, self._ops):
+        for op, (kind, path, target, data, src_fd, mode, attr_set, attr_clr, flags) in zip(ops, self._ops):
             op.kind, op.src_fd, op.mode, op.attr_set, op.attr_clr = kind, src_fd, mode, attr_set, attr_clr
+            op.flags = flags
             op.path = _buffer(path, keep)
             if target is not None:
                 op.target = _buffer(target, keep)

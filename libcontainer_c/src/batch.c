@@ -5,6 +5,7 @@
  * which errno. Bind sources are tree fds cloned by the caller (in its own namespace) before the fork. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -108,6 +109,38 @@ static int run_op(int rootfd, const struct gct_op *op)
     return -1;
 }
 
+/* For GCT_OPF_IF_EXISTS: 1 when the operation's directory exists, 0 when it is missing, -1 on error. */
+static int anchor_exists(int rootfd, const struct gct_op *op)
+{
+    char dir[PATH_MAX], name[NAME_MAX + 1];
+    const char *anchor = op->path;
+    int fd;
+
+    if (op->kind != GCT_OP_TMPFS && op->kind != GCT_OP_REMOUNT) {
+        if (gct_split_path(op->path, dir, sizeof(dir), name, sizeof(name)) < 0)
+            return -1;
+        anchor = dir;
+    }
+    fd = gct_resolve(rootfd, anchor, O_PATH | O_DIRECTORY);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    return errno == ENOENT ? 0 : -1;
+}
+
+static int run_op_if_wanted(int rootfd, const struct gct_op *op)
+{
+    int exists;
+
+    if (!(op->flags & GCT_OPF_IF_EXISTS))
+        return run_op(rootfd, op);
+    exists = anchor_exists(rootfd, op);
+    if (exists < 0)
+        return -1;
+    return exists ? run_op(rootfd, op) : GCT_NO_MOUNT;
+}
+
 static void rollback(int *mounts, size_t n)
 {
     while (n-- > 0)
@@ -134,7 +167,7 @@ static int child_main(int mntns_fd, const char *root_path, const struct gct_op *
     }
     for (i = 0; i < nops; i++) {
         errno = 0;
-        fd = run_op(rootfd, &ops[i]);
+        fd = run_op_if_wanted(rootfd, &ops[i]);
         if (fd == -1) {
             set_error(e, (int)i, ops[i].kind, "operation", ops[i].path);
             rollback(mounts, nmounts);

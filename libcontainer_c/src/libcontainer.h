@@ -67,6 +67,12 @@ struct gct_op {
     unsigned int mode;
     unsigned int attr_set;
     unsigned int attr_clr;
+    int flags;             /* GCT_OPF_* */
+};
+enum {
+    /* skip the operation (no error) when the directory it works in is missing: the path itself for
+     * TMPFS and REMOUNT, its parent for the others (e.g. /proc/driver/nvidia without a driver) */
+    GCT_OPF_IF_EXISTS = 1
 };
 struct gct_batch_error {
     int err;          /* errno; 0 = success */

@@ -165,3 +165,22 @@ def test_batch_modes_ignore_the_callers_umask(tmp_path):
     assert (tmp_path / "rootfs/usr/local").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "rootfs/etc/nvidia.conf").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "rootfs/etc/nvidia.conf").read_text() == "x"
+
+
+def test_if_exists_skips_what_has_no_directory(container):
+    pid, rootfs = container
+    # the stand-in for a procfs without a driver: /proc exists, /proc/driver/nvidia does not
+    def driver_proc_batch():
+        return (RootfsBatch()
+                .tmpfs("/proc/driver/nvidia", if_exists=True)
+                .write_file("/proc/driver/nvidia/version", "NVRM\n", if_exists=True)
+                .remount("/proc/driver/nvidia", if_exists=True))
+    driver_proc_batch().run(rootfs=rootfs, pid=pid)
+    assert container_mounts(pid, rootfs) == {}
+    assert not (rootfs / "proc/driver").exists()
+
+    (rootfs / "proc/driver/nvidia").mkdir(parents=True)
+    driver_proc_batch().run(rootfs=rootfs, pid=pid)
+    assert container_mounts(pid, rootfs) == {"/proc/driver/nvidia": (
+        {"ro", "nosuid", "nodev", "noexec", "relatime"}, "tmpfs")}
+    assert inside(pid, "cat", f"{rootfs}/proc/driver/nvidia/version") == "NVRM\n"
