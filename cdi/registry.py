@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 SPEC_SUFFIXES = (".json", ".yaml")
+# On tmpfs like /var/run/cdi itself: verdicts do not outlive the specs generated at boot.
+DEFAULT_CACHE_PATH = "/var/run/nvidia-container-toolkit/cdi-validated.json"
 
 
 def _identity(path: str, st: os.stat_result) -> list:
@@ -80,9 +82,22 @@ class ValidatedSpecCache:
             self._entries = {e for e in self._entries if e[0] != path} | {key}
             self._dirty = True
 
+    def retain(self, paths: set[str]) -> None:
+        """Forget files that are gone, so the cache holds no more entries than the spec dirs hold files."""
+        kept = {e for e in self._entries if e[0] in paths}
+        if kept != self._entries:
+            self._entries, self._dirty = kept, True
+
     def save(self) -> None:
+        """Keep the verdicts for the next process; a cache that cannot be written only costs time."""
         if self.path is None or not self._dirty:
             return
+        try:
+            self._write()
+        except OSError as exc:
+            log.debug("cannot write CDI validation cache %s: %s", self.path, exc)
+
+    def _write(self) -> None:
         document = {"schema": self._schema_digest(), "entries": sorted(list(e) for e in self._entries)}
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=self.path.parent)
@@ -163,7 +178,8 @@ class Registry:
     def refresh(self) -> None:
         self.devices, self.problems, self.conflicts = {}, [], []
         conflicted: dict[str, int] = {}  # name -> priority at which it conflicts
-        for priority, path in self.spec_files():
+        files = self.spec_files()
+        for priority, path in files:
             spec = self.load_spec(path)
             if spec is None:
                 continue
@@ -178,6 +194,7 @@ class Registry:
                     del self.devices[name]
                     continue
                 self.devices[name] = RegisteredDevice(name, device, spec, path, priority)
+        self.cache.retain({path for _, path in files})
         self.cache.save()
 
     def edits_for(self, names: list[str]) -> ContainerEdits:
@@ -204,6 +221,12 @@ class Registry:
                 edits.append(registered.spec.container_edits)
             edits.append(registered.device.container_edits)
         return edits
+
+
+def open_registry(config, cache_path: str | os.PathLike | None = DEFAULT_CACHE_PATH) -> Registry:
+    """The registry of config's spec dirs (modes.cdi.spec-dirs), with verdicts kept in cache_path
+    (None: in memory only) so that later container starts skip the schema for unchanged files."""
+    return Registry(tuple(config.cdi.spec_dirs), cache=ValidatedSpecCache(cache_path))
 
 
 def inject_devices(oci: dict, names: list[str], registry: Registry) -> dict:

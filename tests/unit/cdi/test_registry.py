@@ -146,3 +146,30 @@ def test_persistent_cache_round_trip_and_trust(dirs, tmp_path, monkeypatch):
     os.chmod(cache_file, 0o600)
     monkeypatch.setattr(cdi.validate, "schema_digest", lambda: "another-schema")
     assert not ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
+
+
+def test_cache_forgets_removed_files_and_survives_an_unwritable_path(dirs, tmp_path):
+    low, _ = dirs
+    a = write(low / "a.json")
+    write(low / "b.json", kind="other.example/k")
+    cache = ValidatedSpecCache(tmp_path / "cache.json")
+    Registry((str(low),), cache=cache)
+    a.unlink()
+    Registry((str(low),), cache=cache)
+    stored = json.loads((tmp_path / "cache.json").read_text())["entries"]
+    assert [e[0] for e in stored] == [str(low / "b.json")]
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    registry = Registry((str(low),), cache=ValidatedSpecCache(blocked / "cache.json"))  # parent is a file
+    assert list(registry.devices) == ["other.example/k=dev0"]
+
+
+def test_open_registry_uses_the_configured_dirs(dirs):
+    from cdi.config import parse_config
+    from cdi.registry import open_registry
+
+    low, high = dirs
+    write(high / "a.json")
+    config = parse_config(f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{low}", "{high}"]\n', "c.toml")
+    registry = open_registry(config, cache_path=None)
+    assert registry.spec_dirs == (str(low), str(high)) and "vendor.example/cls=dev0" in registry.devices

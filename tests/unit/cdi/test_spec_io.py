@@ -155,3 +155,11 @@ def test_newer_features_raise_the_written_version():
     assert spec_with(ContainerEdits(intel_rdt=IntelRdt(clos_id="x"))) == "0.7.0"
     assert spec_with(ContainerEdits(additional_gids=[44])) == "0.7.0"
     assert spec_with(ContainerEdits(net_devices=[NetDevice(host_interface_name="eth1", name="eth0")])) == "1.1.0"
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "a:\n" + "".join(" " * i + "- \n" for i in range(1, 2000))])
+def test_deeply_nested_yaml_is_a_clear_error_or_a_document(text):
+    try:
+        parse_spec_text(text, "deep.yaml")
+    except SpecError as exc:
+        assert "deep.yaml" in str(exc)
