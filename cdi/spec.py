@@ -103,8 +103,8 @@ class ContainerEdits:
 @dataclass
 class Device:
     name: str = _json("name", STR, required=True)
-    container_edits: ContainerEdits = _json("containerEdits", ContainerEdits, required=True)
     annotations: dict[str, str] = field(default_factory=dict, metadata={"json": "annotations", "kind": STRMAP})
+    container_edits: ContainerEdits = _json("containerEdits", ContainerEdits, required=True)
 
 
 @dataclass
@@ -144,22 +144,22 @@ def _scalar(kind: str, value: Any, where: str) -> Any:
 
 
 def _value(kind: Any, value: Any, where: str) -> Any:
-    if isinstance(kind, str) and kind in _TYPE_NAMES:
-        return _scalar(kind, value, where)
-    if isinstance(kind, str) and kind in (STRS, INTS):
+    if isinstance(kind, list):  # a list of nested objects
+        if not isinstance(value, list):
+            raise SpecError(f"expected a list, got {type(value).__name__}", where)
+        return [_from_json(kind[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(kind, type):  # one nested object
+        return _from_json(kind, value, where)
+    if kind in (STRS, INTS):
         if not isinstance(value, list):
             raise SpecError(f"expected a list, got {type(value).__name__}", where)
         item = STR if kind == STRS else INT
         return [_scalar(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(kind, str) and kind == STRMAP:
+    if kind == STRMAP:
         if not isinstance(value, dict):
             raise SpecError(f"expected a mapping, got {type(value).__name__}", where)
         return {_scalar(STR, k, where): _scalar(STR, v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(kind, list):
-        if not isinstance(value, list):
-            raise SpecError(f"expected a list, got {type(value).__name__}", where)
-        return [_from_json(kind[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
-    return _from_json(kind, value, where)
+    return _scalar(kind, value, where)
 
 
 def _from_json(cls: type, data: Any, where: str) -> Any:
@@ -192,7 +192,7 @@ def _to_json(obj: Any) -> dict:
             value = _to_json(value)
             if not value:
                 continue
-        elif kind == STRS or kind == INTS:
+        elif kind in (STRS, INTS):
             value = list(value)
         elif kind == STRMAP:
             value = dict(value)
