@@ -41,8 +41,8 @@ MAX_IMEX_CHANNEL = 2 ** 20 - 1
 ID_FORMS = (
     ("index", re.compile(r"^[0-9]{1,9}$")),
     ("mig-index", re.compile(r"^[0-9]{1,9}:[0-9]{1,9}$")),
-    ("gpu-uuid", re.compile(r"^GPU-[0-9A-Fa-f-]{1,64}$", re.IGNORECASE)),
-    ("mig-uuid", re.compile(r"^MIG-[0-9A-Fa-f-]{1,64}$", re.IGNORECASE)),
+    ("gpu-uuid", re.compile(r"^GPU-[0-9A-Fa-f-]{1,64}$", re.IGNORECASE | re.ASCII)),
+    ("mig-uuid", re.compile(r"^MIG-[0-9A-Fa-f-]{1,64}$", re.IGNORECASE | re.ASCII)),
     ("pci", re.compile(r"^([0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")),
 )
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -111,7 +111,8 @@ def check_device_id(device_id: str, where: str) -> str:
     """device_id if it has one of the known forms; a RequestError naming it (safely quoted) if not."""
     if len(device_id) > MAX_ID_LENGTH:
         raise RequestError(f"malformed device id {device_id[:32]!r}...: longer than {MAX_ID_LENGTH}", where)
-    if any(ord(c) < 32 or ord(c) == 127 for c in device_id) or ".." in device_id:
+    # ASCII only: Unicode case folding would let look-alikes (`MıG-`) pass the case-insensitive forms
+    if not device_id.isascii() or any(ord(c) < 32 or ord(c) == 127 for c in device_id) or ".." in device_id:
         raise RequestError(f"malformed device id {device_id!r}", where)
     if device_id in ("all", "none", "void") or any(p.match(device_id) for _, p in ID_FORMS):
         return device_id

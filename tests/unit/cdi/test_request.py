@@ -66,6 +66,9 @@ def test_every_id_form_is_accepted(device_id):
     ("0\n1", "malformed device id '0\\n1'"),
     ("a\x1b[31m", "malformed device id 'a\\x1b[31m'"),
     ("0\x7f", "malformed device id"),
+    ("M\u0131G-aa11", "malformed device id"),         # dotless i: would fold to MIG
+    ("\u0660", "malformed device id"),                 # Arabic-Indic zero
+    ("GPU-aa11\u202e", "malformed device id"),         # right-to-left override
     ("9" * 300, "longer than 256"),
     ("GPU-zz", "unknown device id 'GPU-zz'"),
     ("gpu0", "unknown device id 'gpu0'"),
