@@ -1,5 +1,7 @@
 """Docker: merge the runtime into daemon.json, keeping every other key, the key order and the indentation.
 
+Only the keys that change are edited in the file's text (json_text.py); every other byte stays.
+
 daemon.json is the user's file and JSON has no comments, and dockerd refuses unknown keys, so what
 `configure` changed is kept in an undo record beside it (`daemon.json.nvidia-ctk-undo.json`): the
 original text, a hash of what was written and, per key, the value it replaced. `--remove` then writes
@@ -21,6 +23,7 @@ from runtime_shim.engine_config.common import (
     read_config_text,
     sha256_text,
 )
+from runtime_shim.engine_config.json_text import JsonTextEditor
 
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
 UNDO_SUFFIX = ".nvidia-ctk-undo.json"
@@ -86,6 +89,37 @@ def _delete(obj: dict, key: Key) -> None:
         parent.pop(key[-1], None)
 
 
+class _TextEdits:
+    """Mirrors each change made to the parsed document in the file's text, so untouched keys keep their bytes."""
+
+    def __init__(self, obj: dict, text: str | None):
+        self.obj = obj
+        self.original = text
+        self.editor = JsonTextEditor(text, detect_indent(text)) if text is not None and text.strip() else None
+
+    def set(self, key: Key, value: Any, path: str) -> None:
+        missing = next((key[:d] for d in range(1, len(key) + 1) if _get(self.obj, key[:d]) is _MISSING), None)
+        _set(self.obj, key, value, path)
+        if self.editor is not None:
+            edited = missing or key  # a new object is written whole at the first level that did not exist
+            self.editor.set(edited, _get(self.obj, edited))
+
+    def delete(self, key: Key) -> None:
+        _delete(self.obj, key)
+        if self.editor is not None:
+            self.editor.delete(key)
+
+    def text(self) -> str:
+        if self.editor is not None:
+            try:
+                if json.loads(self.editor.text) == self.obj:
+                    return self.editor.text
+            except json.JSONDecodeError:
+                pass
+            # never write something other than the document meant: fall back to re-dumping it
+        return render_daemon_json(self.obj, self.original)
+
+
 def _desired_values(obj: dict, request: RuntimeRequest) -> dict[Key, Any]:
     entry = _get(obj, ("runtimes", request.name))
     runtime = dict(entry) if isinstance(entry, dict) else {}
@@ -130,6 +164,7 @@ def _is_prefix(short: list, long: list) -> bool:
 def plan_configure(config_path: str, request: RuntimeRequest) -> Plan:
     text = read_config_text(config_path)
     obj = load_daemon_json(text, config_path)
+    edits = _TextEdits(obj, text)
     record_text, record = _load_record(config_path)
     changes: list[dict] = list(record["changes"]) if record else []
 
@@ -145,9 +180,9 @@ def plan_configure(config_path: str, request: RuntimeRequest) -> Plan:
                 break
         if not any(_is_prefix(old["key"], entry["key"]) for old in changes):
             changes = [old for old in changes if not _is_prefix(entry["key"], old["key"])] + [entry]
-        _set(obj, key, value, config_path)
+        edits.set(key, value, config_path)
 
-    new_text = render_daemon_json(obj, text)
+    new_text = edits.text()
     plan = Plan("docker", restart="docker")
     if new_text == text:
         return plan
@@ -181,15 +216,16 @@ def plan_remove(config_path: str, request: RuntimeRequest) -> Plan:
         return plan
 
     obj = load_daemon_json(text, config_path)
+    edits = _TextEdits(obj, text)
     if record:
         for entry in reversed(record["changes"]):
             key = tuple(entry["key"])
             current = _get(obj, key)
             if current == entry.get("after"):
                 if entry.get("absent"):
-                    _delete(obj, key)
+                    edits.delete(key)
                 else:
-                    _set(obj, key, entry.get("before"), config_path)
+                    edits.set(key, entry.get("before"), config_path)
             elif current != (_MISSING if entry.get("absent") else entry.get("before")):
                 plan.notes.append(f"left `{'.'.join(key)}` as it is: it was changed after configure")
     else:
@@ -197,13 +233,13 @@ def plan_remove(config_path: str, request: RuntimeRequest) -> Plan:
             plan.notes.append(f"ignored an unreadable undo record ({undo_record_path(config_path)})")
         runtimes = obj.get("runtimes")
         if isinstance(runtimes, dict) and request.name in runtimes:
-            del runtimes[request.name]
+            edits.delete(("runtimes", request.name))
             if not runtimes:
-                del obj["runtimes"]
+                edits.delete(("runtimes",))
         if obj.get("default-runtime") == request.name:
-            del obj["default-runtime"]
+            edits.delete(("default-runtime",))
 
-    new_text = render_daemon_json(obj, text) if text is not None else None
+    new_text = edits.text() if text is not None else None
     if new_text is not None and not obj and isinstance(original, dict) and original.get("absent"):
         new_text = None  # configure created the file
     if text is not None and new_text != text:

@@ -183,3 +183,16 @@ def test_undo_record_is_private(tmp_path):
     configure(cfg)
     assert cfg.stat().st_mode & 0o777 == 0o640  # the config keeps its mode
     assert (tmp_path / ("daemon.json" + UNDO_SUFFIX)).stat().st_mode & 0o777 == 0o600
+
+
+def test_untouched_lines_keep_their_bytes(tmp_path):
+    cfg = tmp_path / "daemon.json"
+    cfg.write_text(REALISTIC)
+    configure(cfg, set_as_default=True, enable_cdi=True)
+    new = read(cfg).splitlines()
+    assert '  "registry-mirrors": ["https://mirror.internal.example"],' in new  # not reflowed
+    assert '      "path": "/usr/bin/kata-runtime"' in new
+    assert '  "default-runtime": "nvidia",' in new
+    assert '  "features": {' in new and '    "buildkit": true,' in new and '    "cdi": true' in new
+    changed = [line for line in REALISTIC.splitlines() if line not in new]
+    assert changed == ['  "default-runtime": "runc",', '    "buildkit": true']
