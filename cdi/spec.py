@@ -224,6 +224,17 @@ def spec_to_json(spec: Spec) -> str:
     return json.dumps(spec.to_dict(), indent=2) + "\n"
 
 
+def _check_hook_env(spec: Spec, where: str) -> None:
+    """Project rule (DESIGN.md): every hook we write carries a non-empty env. Engines drop an empty one,
+    and the hook then runs with the image's environment (runc) or the engine's (crun)."""
+    edits = [("$.containerEdits", spec.container_edits)] + \
+        [(f"$.devices[{i}].containerEdits", d.container_edits) for i, d in enumerate(spec.devices)]
+    for at, e in edits:
+        for j, hook in enumerate(e.hooks if e else []):
+            if not hook.env:
+                raise SpecError(f"{at}.hooks[{j}]: a hook we write must carry a non-empty env", where)
+
+
 def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> Path:
     """Write spec to path (format by extension) through a temp file and a rename, so a reader never
     sees half a spec; the content is validated first, so we never write a spec consumers reject."""
@@ -232,6 +243,7 @@ def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> Path:
     path = Path(path)
     document = spec.to_dict()
     validate_document(document, str(path), raise_first=True)
+    _check_hook_env(spec, str(path))
     if is_yaml_path(path):
         from cdi.spec_yaml import dump_yaml_document
 

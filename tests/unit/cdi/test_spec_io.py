@@ -163,3 +163,12 @@ def test_deeply_nested_yaml_is_a_clear_error_or_a_document(text):
         parse_spec_text(text, "deep.yaml")
     except SpecError as exc:
         assert "deep.yaml" in str(exc)
+
+
+def test_writer_refuses_hooks_without_env(tmp_path):
+    hook = Hook(hook_name="createContainer", path="/usr/bin/nvidia-cdi-hook", args=["nvidia-cdi-hook"])
+    spec = Spec(kind="v/c", devices=[Device(name="d", container_edits=ContainerEdits(hooks=[hook]))])
+    with pytest.raises(SpecError, match=r"\$.devices\[0\].containerEdits.hooks\[0\]: .*non-empty env"):
+        write_spec(spec, tmp_path / "s.json")
+    hook.env = ["PATH=/usr/bin:/bin"]
+    write_spec(spec, tmp_path / "s.json")
