@@ -309,6 +309,11 @@ def plan_configure(config_path: str, drop_in: str, request: RuntimeRequest, defa
         delta.enable_cdi = True
 
     plan = Plan("containerd", restart="containerd")
+    disabled = main.get("disabled_plugins", [])
+    if isinstance(disabled, list) and ({"cri", plugin} & {str(d) for d in disabled}):
+        # docker's packages ship containerd with CRI off: the runtime is written but nothing reads it
+        plan.notes.append(f"the CRI plugin is disabled in {config_path} (disabled_plugins); "
+                          "containerd ignores the runtime until it is enabled")
     # the drop-in first: the main config must never import a file that is not there yet
     plan.changes.append(FileChange(drop_in, drop_text, build_drop_in(version, base, delta, drop_in)))
     plan.changes.append(FileChange(config_path, main_text, _with_import(main_text, main, config_path, drop_in, version)))

@@ -327,3 +327,10 @@ def test_remove_works_even_when_a_later_import_shadows_the_drop_in(cfg, tmp_path
     (tmp_path / "conf.d" / "99-zz-site.toml").write_text(f'version = 2\n[plugins."{V2_PLUGIN}"]\n  x = 1\n')
     run(cfg, remove=True)
     assert not drop_in_of(cfg).exists()
+
+
+def test_disabled_cri_plugin_is_reported(cfg):
+    cfg.write_text('disabled_plugins = ["cri"]\n')  # as docker's containerd package ships it
+    plan = run(cfg)
+    assert any("CRI plugin is disabled" in note for note in plan.notes)
+    assert load(drop_in_of(cfg))["plugins"][V2_PLUGIN]["containerd"]["runtimes"]["nvidia"]
