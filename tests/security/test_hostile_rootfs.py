@@ -128,3 +128,61 @@ def test_hostile_symlinks_never_escape(tmp_path):
         for op in ("make_file", "mkdirs", "symlink", "bind_file", "bind_dir", "bind_dir_on_existing", "tmpfs"):
             assert results[(entry, op)] == "ok", (entry, op, results[(entry, op)])
     assert results[("sibling", "make_file")] == 2  # ENOENT: ../host is clamped to the missing /host
+
+
+def test_hostile_symlinks_in_a_live_container(tmp_path):
+    """The same rootfs behind a live mount namespace (with a real procfs inside), attacked through
+    RootfsBatch, the way the prestart hook injects."""
+    import subprocess
+
+    from libcontainer_c.batch import BatchError, RootfsBatch
+
+    unique = f"gct-escape-{uuid.uuid4().hex[:8]}"
+    machine_mounts = mountinfo_lines()
+    host, root, src = build_rootfs(tmp_path)
+    host_before = tree_listing(host)
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "120"])
+    try:
+        for _ in range(200):
+            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+                break
+            subprocess.run(["sleep", "0.01"])
+        subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc",
+                        str(root / "proc")], check=True)
+        results = {}
+        for entry in hostile_links(host):
+            base = "/" + entry
+            attempts = {
+                "write_file": lambda b, p=base: b.write_file(p + "/" + unique, "x"),
+                "write_over_link": lambda b, p=base: b.write_file(p, "x"),
+                "bind_file": lambda b, p=base: b.bind(str(src / "lib.so"), p + "/" + unique + ".so", LIBRARY),
+                "bind_dir": lambda b, p=base: b.bind(str(src / "dir"), p + "/subdir", READONLY_FILES),
+                "tmpfs": lambda b, p=base: b.tmpfs(p + "/" + unique + ".t"),
+                "symlink": lambda b, p=base: b.symlink("x", p + "/" + unique + ".l"),
+            }
+            for name, add in attempts.items():
+                with RootfsBatch() as batch:
+                    add(batch)
+                    try:
+                        batch.run(rootfs=root, pid=proc.pid)
+                        results[(entry, name)] = "ok"
+                    except BatchError as err:
+                        results[(entry, name)] = err.errno
+        info = subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "cat", "/proc/self/mountinfo"],
+                              capture_output=True, text=True, check=True).stdout
+    finally:
+        proc.kill()
+        proc.wait()
+
+    assert tree_listing(host) == host_before
+    assert (host / "victim").read_text() == "host file"
+    assert not [n for n in os.listdir("/") if n.startswith(unique)]
+    assert mountinfo_lines() == machine_mounts
+    points = [line.split()[4] for line in info.splitlines()]
+    ours = [p for p in points if unique in p or p.endswith("/subdir")]
+    assert ours, "no mount landed: the test is not exercising mounts"
+    assert all(p.startswith(str(root) + "/") for p in ours), ours
+    assert results[("magic", "write_file")] == 40            # ELOOP: magic link refused
+    assert results[("dev/nvidia0", "write_over_link")] == 17  # EEXIST: never written through
+    assert results[("etc", "write_file")] == "ok"            # clamped: lands in the root
+    assert (root / unique).read_text() == "x"
