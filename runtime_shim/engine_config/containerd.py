@@ -18,6 +18,8 @@ import copy
 import fnmatch
 import glob
 import os
+import re
+import subprocess
 from dataclasses import dataclass, field
 
 import tomlkit
@@ -35,6 +37,16 @@ DROP_IN_HEADER = ("# Written by `nvidia-ctk runtime configure`: the whole CRI se
 CREATED_HEADER = "# Created by `nvidia-ctk runtime configure`."
 FILLED_HEADER = "# Filled in by `nvidia-ctk runtime configure` (the file was empty)."
 IMPORT_MARKER = "# added by nvidia-ctk runtime configure"
+
+
+def installed_version() -> tuple[int, int] | None:
+    """(major, minor) of the containerd in PATH, None when there is none or it does not say."""
+    try:
+        out = subprocess.run(["containerd", "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\sv?(\d+)\.(\d+)\.\d+", out)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def default_drop_in(config_path: str) -> str:
@@ -314,6 +326,10 @@ def plan_configure(config_path: str, drop_in: str, request: RuntimeRequest, defa
         # docker's packages ship containerd with CRI off: the runtime is written but nothing reads it
         plan.notes.append(f"the CRI plugin is disabled in {config_path} (disabled_plugins); "
                           "containerd ignores the runtime until it is enabled")
+    if request.enable_cdi:
+        found = installed_version()
+        if found is not None and found < (1, 7):
+            plan.notes.append(f"containerd {found[0]}.{found[1]} here ignores enable_cdi (CDI needs 1.7 or later)")
     # the drop-in first: the main config must never import a file that is not there yet
     plan.changes.append(FileChange(drop_in, drop_text, build_drop_in(version, base, delta, drop_in)))
     plan.changes.append(FileChange(config_path, main_text, _with_import(main_text, main, config_path, drop_in, version)))

@@ -334,3 +334,22 @@ def test_disabled_cri_plugin_is_reported(cfg):
     plan = run(cfg)
     assert any("CRI plugin is disabled" in note for note in plan.notes)
     assert load(drop_in_of(cfg))["plugins"][V2_PLUGIN]["containerd"]["runtimes"]["nvidia"]
+
+
+def test_cdi_on_containerd_older_than_1_7_is_reported(cfg, monkeypatch):
+    from runtime_shim.engine_config import containerd
+    monkeypatch.setattr(containerd, "installed_version", lambda: (1, 6))
+    assert any("ignores enable_cdi" in note for note in run(cfg, enable_cdi=True).notes)
+    monkeypatch.setattr(containerd, "installed_version", lambda: (1, 7))
+    assert not any("ignores enable_cdi" in note for note in run(cfg, enable_cdi=True).notes)
+
+
+def test_installed_version_reads_containerd(monkeypatch, tmp_path):
+    from runtime_shim.engine_config import containerd
+    fake = tmp_path / "containerd"
+    fake.write_text("#!/bin/sh\necho 'containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert containerd.installed_version() == (1, 6)
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert containerd.installed_version() is None
