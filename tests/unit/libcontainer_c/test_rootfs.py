@@ -265,3 +265,32 @@ def test_bind_device_checks_the_node(tmp_path):
         (errno.ENODEV, "check device node (want char 1:3, found not a char device)", str(tmp_path / "plain")),
     ]
     assert not (tmp_path / "rootfs/dev/other").exists()  # checked before any placeholder is made
+
+
+def _ipc_and_binary(base):
+    import socket
+    import subprocess
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(base / "host.sock"))
+    server.listen(1)
+    with Rootfs(base / "rootfs") as root:
+        stack = MountStack()
+        with stack:
+            stack.push(root.bind(str(base / "host.sock"), "/var/run/nvidia-persistenced/socket",
+                                 rootfs.IPC_SOCKET))
+            stack.push(root.bind("/bin/busybox", "/usr/bin/nvidia-smi", rootfs.BINARY))
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.connect(str(base / "rootfs/var/run/nvidia-persistenced/socket"))
+            conn, _ = server.accept()
+            client.sendall(b"ping")
+            got = conn.recv(4)
+            ran = subprocess.run(["busybox", "echo", "ran"], executable=str(base / "rootfs/usr/bin/nvidia-smi"),
+                                 capture_output=True, text=True).stdout
+            stack.rollback()
+    return got, ran
+
+
+@pytest.mark.skipif(not os.path.exists("/bin/busybox"), reason="needs busybox-static")
+def test_ipc_socket_connects_and_binary_executes_through_the_mount(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    assert run_in_private_mount_ns(_ipc_and_binary, tmp_path) == (b"ping", "ran\n")
