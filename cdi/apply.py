@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import stat
-from typing import Callable
+from collections.abc import Callable
 
 from cdi.errors import SpecError
 from cdi.spec import ContainerEdits, DeviceNode, Hook, Mount

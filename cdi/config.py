@@ -7,17 +7,18 @@ new toolkits share config files). Read with the stdlib tomllib: this runs on eve
 """
 from __future__ import annotations
 
-import logging
 import os
-import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
-from pathlib import Path
-from typing import Any
 
 from cdi.errors import ConfigError, InvalidNameError
 from cdi.qualified_name import parse_kind
 
-log = logging.getLogger(__name__)
+
+def _log():
+    # logging costs milliseconds to import and is only needed when something is wrong
+    import logging
+
+    return logging.getLogger(__name__)
 
 CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
 RELATIVE_PATH = "nvidia-container-runtime/config.toml"
@@ -30,7 +31,7 @@ FEATURES = ("allow-additional-gids", "allow-cuda-compat-libs-from-container", "a
             "enable-cuda-compat-lib", "ignore-imex-channel-requests", "no-additional-gids-for-device-nodes")
 
 
-def _key(name: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
+def _key(name: str, default: object, choices: tuple[str, ...] | None = None) -> object:
     meta = {"toml": name, "choices": choices}
     if isinstance(default, list):
         return field(default_factory=lambda: tuple(default), metadata=meta)
@@ -129,17 +130,17 @@ class Config:
         return ldconfig
 
 
-def config_path(environ: dict | None = None) -> Path:
+def config_path(environ: dict | None = None) -> str:
     environ = os.environ if environ is None else environ
     if environ.get(CONFIG_ENV):
-        return Path(environ[CONFIG_ENV])
-    return Path(environ.get("XDG_CONFIG_HOME") or "/etc") / RELATIVE_PATH
+        return environ[CONFIG_ENV]
+    return os.path.join(environ.get("XDG_CONFIG_HOME") or "/etc", RELATIVE_PATH)
 
 
 _TYPE_NAMES = {bool: "a boolean", str: "a string", tuple: "a list of strings"}
 
 
-def _convert(value: Any, default: Any, dotted: str, source: str, choices) -> Any:
+def _convert(value: object, default: object, dotted: str, source: str, choices) -> object:
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, str):
@@ -154,14 +155,14 @@ def _convert(value: Any, default: Any, dotted: str, source: str, choices) -> Any
     return value
 
 
-def _build(cls: type, table: dict, prefix: str, source: str) -> Any:
+def _build(cls: type, table: dict, prefix: str, source: str) -> object:
     by_key = {f.metadata["toml"]: f for f in fields(cls) if f.metadata.get("toml")}
     kwargs = {}
     for key, value in table.items():
         dotted = f"{prefix}{key}"
         f = by_key.get(key)
         if f is None:
-            log.warning("unknown config key %s ignored (%s)", dotted, source)
+            _log().warning("unknown config key %s ignored (%s)", dotted, source)
             continue
         default = f.default if f.default_factory is MISSING else f.default_factory()
         if key == "features" and cls is Config:
@@ -175,13 +176,13 @@ def _build(cls: type, table: dict, prefix: str, source: str) -> Any:
     return cls(**kwargs)
 
 
-def _features(table: Any, source: str) -> frozenset[str]:
+def _features(table: object, source: str) -> frozenset[str]:
     if not isinstance(table, dict):
         raise ConfigError(f"features must be a table, not {type(table).__name__}", source)
     enabled = set()
     for name, value in table.items():
         if name not in FEATURES:
-            log.warning("unknown feature features.%s ignored (%s)", name, source)
+            _log().warning("unknown feature features.%s ignored (%s)", name, source)
         if not isinstance(value, bool):
             raise ConfigError(f"features.{name} must be a boolean, not {type(value).__name__}", source)
         if value:
@@ -190,6 +191,8 @@ def _features(table: Any, source: str) -> frozenset[str]:
 
 
 def parse_config(text: str, source: str) -> Config:
+    import tomllib  # only when there is a file to read
+
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -204,7 +207,7 @@ def parse_config(text: str, source: str) -> Config:
 
 def load_config(path: str | os.PathLike | None = None, environ: dict | None = None) -> Config:
     """The configuration from path (default: the path rules above); defaults when the file is missing."""
-    path = Path(path) if path is not None else config_path(environ)
+    path = os.fspath(path) if path is not None else config_path(environ)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)

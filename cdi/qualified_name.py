@@ -7,7 +7,7 @@ Dots in a class are a 0.6.0 feature; the parser accepts them and cdi.spec_versio
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from cdi.errors import InvalidNameError
 
@@ -22,7 +22,8 @@ KIND_PATTERN = r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_.-]*
 NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$"
 
 
-class QualifiedName(NamedTuple):
+@dataclass(frozen=True)
+class QualifiedName:
     vendor: str
     cls: str
     name: str

@@ -13,19 +13,21 @@ its owner can write; the schema stays the only judge of what is valid.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cdi.errors import InvalidNameError, RequestError, SpecError
 from cdi.qualified_name import parse_qualified_name
 from cdi.spec import ContainerEdits, Device, Spec, parse_spec_text
 from cdi.validate import Problem, read_spec_bytes
 
-log = logging.getLogger(__name__)
+
+def _log():
+    # logging costs milliseconds to import and is only needed when something is wrong
+    import logging
+
+    return logging.getLogger(__name__)
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 SPEC_SUFFIXES = (".json", ".yaml")
@@ -41,7 +43,7 @@ class ValidatedSpecCache:
     """Files already found valid. `path=None` keeps the verdicts in memory only."""
 
     def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path) if path else None
+        self.path = os.fspath(path) if path else None
         self._digest: str | None = None
         self._entries: set[tuple] = set()
         self._dirty = False
@@ -64,7 +66,7 @@ class ValidatedSpecCache:
             st = os.fstat(f.fileno())
             # a verdict anyone else could have written is worth nothing
             if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                log.warning("ignoring CDI validation cache %s: not owned by us or writable by others", self.path)
+                _log().warning("ignoring CDI validation cache %s: not owned by us or writable by others", self.path)
                 return
             try:
                 data = json.loads(f.read(4 * 1024 * 1024))
@@ -95,12 +97,15 @@ class ValidatedSpecCache:
         try:
             self._write()
         except OSError as exc:
-            log.debug("cannot write CDI validation cache %s: %s", self.path, exc)
+            _log().debug("cannot write CDI validation cache %s: %s", self.path, exc)
 
     def _write(self) -> None:
+        import tempfile
+
         document = {"schema": self._schema_digest(), "entries": sorted(list(e) for e in self._entries)}
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=self.path.parent)
+        directory = os.path.dirname(self.path) or "."
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=directory)
         try:
             with os.fdopen(fd, "w") as out:
                 json.dump(document, out)

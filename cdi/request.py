@@ -9,7 +9,6 @@ read with the last occurrence of a variable winning (docker `-e` plus `--gpus` g
 """
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 
@@ -19,7 +18,12 @@ from cdi.errors import InvalidNameError, RequestError
 from cdi.qualified_name import parse_qualified_name, qualify
 from cdi.require import Requirement, requirements_from_env
 
-log = logging.getLogger(__name__)
+
+def _log():
+    # logging costs milliseconds to import and is only needed when something is wrong
+    import logging
+
+    return logging.getLogger(__name__)
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 DRIVER_CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
@@ -230,7 +234,7 @@ def _requested_ids(oci: dict, env: dict[str, str], config: Config, privileged: b
         # Not an error: CUDA images set NVIDIA_VISIBLE_DEVICES=all themselves, and they must still run
         # (without GPUs) where the admin hands GPUs out only through the device plugin's mounts.
         reason = f"{where} ignored: the configuration refuses it for unprivileged containers"
-        log.warning("%s", reason)
+        _log().warning("%s", reason)
         return "", "", (), reason
     return "env", where, ids, ""
 

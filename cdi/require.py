@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 from cdi.errors import RequirementError
 from cdi.inventory import Gpu, Inventory

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
 
 from cdi.errors import SpecError
 
@@ -21,7 +18,7 @@ from cdi.errors import SpecError
 STR, INT, BOOL, STRS, INTS, STRMAP = "str", "int", "bool", "strs", "ints", "strmap"
 
 
-def _json(key: str, kind: Any, default: Any = None, required: bool = False) -> Any:
+def _json(key: str, kind: object, default: object = None, required: bool = False) -> object:
     meta = {"json": key, "kind": kind, "required": required}
     if isinstance(default, list):
         return field(default_factory=list, metadata=meta)
@@ -116,7 +113,7 @@ class Spec:
     container_edits: ContainerEdits | None = _json("containerEdits", ContainerEdits)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "$") -> Spec:
+    def from_dict(cls, data: object, where: str = "$") -> Spec:
         return _from_json(cls, data, where)
 
     def to_dict(self) -> dict:
@@ -134,7 +131,7 @@ class Spec:
 _TYPE_NAMES = {STR: "a string", INT: "an integer", BOOL: "a boolean"}
 
 
-def _scalar(kind: str, value: Any, where: str) -> Any:
+def _scalar(kind: str, value: object, where: str) -> object:
     ok = {STR: isinstance(value, str),
           INT: isinstance(value, int) and not isinstance(value, bool),
           BOOL: isinstance(value, bool)}[kind]
@@ -143,7 +140,7 @@ def _scalar(kind: str, value: Any, where: str) -> Any:
     return value
 
 
-def _value(kind: Any, value: Any, where: str) -> Any:
+def _value(kind: object, value: object, where: str) -> object:
     if isinstance(kind, list):  # a list of nested objects
         if not isinstance(value, list):
             raise SpecError(f"expected a list, got {type(value).__name__}", where)
@@ -162,7 +159,7 @@ def _value(kind: Any, value: Any, where: str) -> Any:
     return _scalar(kind, value, where)
 
 
-def _from_json(cls: type, data: Any, where: str) -> Any:
+def _from_json(cls: type, data: object, where: str) -> object:
     if not isinstance(data, dict):
         raise SpecError(f"expected an object, got {type(data).__name__}", where)
     by_key = {f.metadata["json"]: f for f in fields(cls)}
@@ -179,7 +176,7 @@ def _from_json(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
-def _to_json(obj: Any) -> dict:
+def _to_json(obj: object) -> dict:
     out = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
@@ -235,9 +232,12 @@ def _check_hook_env(spec: Spec, where: str) -> None:
                 raise SpecError(f"{at}.hooks[{j}]: a hook we write must carry a non-empty env", where)
 
 
-def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> Path:
+def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> "Path":
     """Write spec to path (format by extension) through a temp file and a rename, so a reader never
     sees half a spec; the content is validated first, so we never write a spec consumers reject."""
+    import tempfile
+    from pathlib import Path
+
     from cdi.validate import validate_document
 
     path = Path(path)

@@ -7,8 +7,6 @@ Works on the raw document (a dict) so the validator can use it before any type c
 """
 from __future__ import annotations
 
-from typing import Any
-
 # Every version of the CDI spec there is; anything else in `cdiVersion` is rejected by the schema.
 KNOWN_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
 BASE_VERSION = "0.3.0"
@@ -68,7 +66,7 @@ def minimum_version_of(document: dict) -> tuple[str, str]:
     return best
 
 
-def minimum_version(spec: Any) -> str:
+def minimum_version(spec: object) -> str:
     """The oldest cdiVersion for a cdi.spec.Spec (or a raw document)."""
     if not isinstance(spec, dict):
         from cdi.spec import _to_json

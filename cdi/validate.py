@@ -9,18 +9,16 @@ Every problem names the file, the JSON path and the rule broken, one line each.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from cdi.errors import SpecError
 from cdi.spec import Spec, parse_spec_text
 from cdi.spec_version import KNOWN_VERSIONS, minimum_version_of, version_key
 
-SCHEMA_PATH = Path(__file__).with_name("schema.json")
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json")
 # A spec is a few hundred KiB at most; refusing giants keeps a hostile file from eating memory.
 MAX_SPEC_BYTES = 16 * 1024 * 1024
 MAX_PROBLEMS_PER_FILE = 50
@@ -44,11 +42,14 @@ class Problem:
 
 
 def schema_bytes() -> bytes:
-    return SCHEMA_PATH.read_bytes()
+    with open(SCHEMA_PATH, "rb") as f:
+        return f.read()
 
 
 def schema_digest() -> str:
     """Identifies the schema a cached verdict was reached with; a changed schema invalidates the cache."""
+    import hashlib
+
     return hashlib.sha256(schema_bytes()).hexdigest()[:16]
 
 
@@ -62,7 +63,7 @@ def _get_validator():
     return _validator
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -95,7 +96,7 @@ def _semantic_problems(document: dict, file: str) -> list[Problem]:
     return problems
 
 
-def validate_document(document: Any, file: str, raise_first: bool = False) -> list[Problem]:
+def validate_document(document: object, file: str, raise_first: bool = False) -> list[Problem]:
     """Every problem of a parsed spec document; with raise_first, a SpecError for the first one."""
     errors = sorted(_get_validator().iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)),
                                                                           e.validator))
@@ -113,8 +114,6 @@ def read_spec_bytes(path: str | os.PathLike) -> tuple[bytes, os.stat_result]:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
-        import stat
-
         if not stat.S_ISREG(st.st_mode):
             raise SpecError("not a regular file", str(path))
         if st.st_size > MAX_SPEC_BYTES:
