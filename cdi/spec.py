@@ -232,6 +232,12 @@ def _check_hook_env(spec: Spec, where: str) -> None:
                 raise SpecError(f"{at}.hooks[{j}]: a hook we write must carry a non-empty env", where)
 
 
+def spec_to_yaml(spec: Spec) -> str:
+    from cdi.spec_yaml import dump_yaml_document
+
+    return dump_yaml_document(spec.to_dict())
+
+
 def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> "Path":
     """Write spec to path (format by extension) through a temp file and a rename, so a reader never
     sees half a spec; the content is validated first, so we never write a spec consumers reject."""

@@ -136,6 +136,15 @@ def load_document(path: str | os.PathLike) -> tuple[dict, os.stat_result]:
     return parse_spec_text(text, str(path)), st
 
 
+def load_spec_file(path: str | os.PathLike) -> Spec:
+    """The validated spec in path, or a SpecError naming its first problem (and how many there are)."""
+    spec, problems = check_spec_file(path)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SpecError(f"invalid CDI spec: {problems[0].what}{more}", str(path))
+    return spec
+
+
 def check_spec_file(path: str | os.PathLike) -> tuple[Spec | None, list[Problem]]:
     """Read, parse and validate one spec file: (the spec, []) or (None, its problems).
     A file that cannot be read or parsed is one problem at `$`."""

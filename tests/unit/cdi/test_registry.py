@@ -173,3 +173,24 @@ def test_open_registry_uses_the_configured_dirs(dirs):
     config = parse_config(f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{low}", "{high}"]\n', "c.toml")
     registry = open_registry(config, cache_path=None)
     assert registry.spec_dirs == (str(low), str(high)) and "vendor.example/cls=dev0" in registry.devices
+
+
+def test_cdi_mode_path_from_request_to_oci_spec(dirs):
+    """What the shim does in cdi mode: request -> qualified names -> registry -> edits applied."""
+    from cdi.config import Config
+    from cdi.request import resolve_device_request
+    from cdi.spec import ContainerEdits, Device, DeviceNode, Spec, write_spec
+
+    low, _ = dirs
+    node = DeviceNode(path="/dev/nvidia1", type="c", major=195, minor=1, file_mode=0o666)
+    spec = Spec(kind="nvidia.com/gpu",
+                devices=[Device(name="1:0", container_edits=ContainerEdits(env=["MIG=1:0"], device_nodes=[node])),
+                         Device(name="GPU-abcd", container_edits=ContainerEdits(env=["UUID=1"]))],
+                container_edits=ContainerEdits(env=["NVIDIA_VISIBLE_DEVICES=void"]))
+    write_spec(spec, low / "nvidia.yaml")
+    oci = {"process": {"env": ["NVIDIA_VISIBLE_DEVICES=1:0,GPU-ABCD"]}}
+    request = resolve_device_request(oci, Config())
+    result = inject_devices(oci, request.cdi_device_names(), Registry((str(low),)))
+    assert result["process"]["env"] == ["NVIDIA_VISIBLE_DEVICES=void", "MIG=1:0", "UUID=1"]
+    assert result["linux"]["devices"] == [{"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1,
+                                           "fileMode": 0o666}]

@@ -136,3 +136,17 @@ def test_many_errors_are_capped(document):
     edits(document)["env"] = ["bad"] * 500
     document["cdiVersion"] = "1.1.0"
     assert len(problems_of(document)) == 50
+
+
+def test_load_spec_file(tmp_path, document):
+    from cdi.errors import SpecError
+    from cdi.validate import load_spec_file
+
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(document))
+    assert load_spec_file(path).devices[0].name == "dev0"
+    document["devices"][0]["name"] = "bad name"
+    document["extra"] = 1
+    path.write_text(json.dumps(document))
+    with pytest.raises(SpecError, match=r"invalid CDI spec: .* \(and 1 more\)"):
+        load_spec_file(path)
