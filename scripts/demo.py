@@ -11,8 +11,16 @@ def step(title: str, *cmd: str) -> None:
     subprocess.run(cmd, check=True)
 
 
+# The simulated GPU host the demo steps share (out/ is git-ignored; rebuilt on every run).
+SIMULATED_HOST = Path(__file__).resolve().parent.parent / "out" / "simulated-host"
+
+
 def main() -> int:
     step("nvidia-ctk is installed", str(BIN / "nvidia-ctk"), "--version")
+    step("a simulated GPU host: 2 x A100, MIG on GPU 1 (3g.20gb + 1g.5gb)", str(BIN / "nvidia-ctk"), "simulate",
+         "create", str(SIMULATED_HOST), "--gpus", "2", "--mig", "1=3g.20gb,1g.5gb", "--force")
+    step("what NVML reports for it", str(BIN / "nvidia-ctk"), "info", "--driver-root", str(SIMULATED_HOST))
+    step("its nvidia-smi", str(SIMULATED_HOST / "usr/bin/nvidia-smi"), "-L")
     return 0
 
 
