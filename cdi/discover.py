@@ -1,0 +1,311 @@
+"""The one edits builder: what a container needs for its GPUs, as CDI container edits.
+
+    builder = EditsBuilder(driver_root, inventory, {"compute", "utility"}, hook_path=default_hook_path())
+    builder.device_edits(gpu)          # /dev/nvidia<minor>
+    builder.device_edits(mig)          # parent's /dev/nvidia<minor> + its GI and CI cap nodes
+    builder.common_edits()             # control nodes, driver files, env, the nvidia-cdi-hook entry
+    build_edits(root, inv, caps, selection, hook_path=...)   # all of it for one resolved request
+
+Every consumer goes through here: `nvidia-ctk cdi generate` serialises these edits into a spec, the
+runtime shim (jit-cdi mode) merges them into config.json, and the prestart hook applies them live
+(running the nvidia-cdi-hook entry in-process through hook.cdi_hook). Nothing is computed twice.
+
+Decisions:
+- Libraries are mounted at their path inside the driver root (the host's layout, as NVIDIA's tool
+  does): a spec cannot know at generate time whether a container is Debian-like. The hook entry passes
+  each library folder to `update-ldcache --folder`, so ldconfig finds them in any rootfs.
+- Device nodes carry hostPath (when it differs from the container path: a simulated host's
+  <root>/dev/nvidia0 becomes /dev/nvidia0) and type/major/minor read from the host node, so a consumer
+  needs no stat of its own and the device-cgroup rule is exact.
+- A missing GPU or MIG capability node is an error (the device would not work); a missing
+  nvidia-uvm, nvidia-uvm-tools or nvidia-modeset is only logged (created on demand on real hosts).
+- The common edits set NVIDIA_VISIBLE_DEVICES=void, so a prestart hook configured alongside the CDI
+  path sees no GPU request and does not inject a second time.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import stat
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cdi.driver_files import (BINARY, FIRMWARE, IPC_SOCKET, LIBRARY, LIBRARY32, MPS_DIR, DriverFiles,
+                              DriverFilesError, locate_driver_files, parse_capabilities)
+from cdi.driver_root import DriverRoot
+from cdi.errors import CdiError
+from cdi.inventory import Gpu, Inventory, MigDevice
+from cdi.spec import ContainerEdits, Device, DeviceNode, Hook, Mount
+
+log = logging.getLogger(__name__)
+
+HOOK_PROGRAM = "nvidia-cdi-hook"
+DEFAULT_HOOK_PATH = "/usr/bin/nvidia-cdi-hook"
+# A hook's environment is exactly its env list; an empty one is dropped by engines and the image's
+# environment leaks in (REFERENCE §4). The hook needs nothing else: all it does is in its args.
+HOOK_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin",)
+CREATE_CONTAINER = "createContainer"
+CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
+DEFAULT_LDCONFIG = "/sbin/ldconfig"
+
+VISIBLE_DEVICES_VOID = "NVIDIA_VISIBLE_DEVICES=void"
+CONTROL_NODE = "nvidiactl"
+# Control nodes per capability (REFERENCE §2): uvm only with compute, modeset only with display.
+CAPABILITY_NODES = {"compute": ("nvidia-uvm", "nvidia-uvm-tools"), "display": ("nvidia-modeset",)}
+MIG_CAP_DIR = "nvidia-caps"
+
+# How devices are named in a spec (`--device-name-strategy`): `0` / `1:0`, `GPU-..` / `MIG-..`,
+# `gpu0` / `mig1:0`. The "all" device holds every device's nodes.
+NAME_STRATEGIES = ("index", "uuid", "type-index")
+ALL_DEVICE = "all"
+
+# Mount options per kind of driver file. Libraries and binaries must stay executable (never
+# noexec); nothing from the driver is setuid or a device.
+READ_ONLY_BIND = ("ro", "nosuid", "nodev", "bind")
+WRITABLE_BIND = ("nosuid", "nodev", "noexec", "bind")
+MOUNT_OPTIONS = {LIBRARY: READ_ONLY_BIND, LIBRARY32: READ_ONLY_BIND, BINARY: READ_ONLY_BIND,
+                 FIRMWARE: READ_ONLY_BIND, IPC_SOCKET: WRITABLE_BIND, MPS_DIR: WRITABLE_BIND}
+
+
+class DiscoveryError(CdiError):
+    """The edits for a device or the driver files cannot be built (missing node, bad root)."""
+
+
+def default_hook_path(argv0: str | None = None) -> str:
+    """nvidia-cdi-hook next to the running program (argv[0], then the interpreter: a venv or
+    /usr/bin), else /usr/bin/nvidia-cdi-hook."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    dirs = []
+    if argv0 and "/" in argv0:
+        dirs.append(os.path.dirname(os.path.abspath(argv0)))
+    if sys.executable:
+        dirs.append(os.path.dirname(sys.executable))
+    for directory in dirs:
+        candidate = os.path.join(directory, HOOK_PROGRAM)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return DEFAULT_HOOK_PATH
+
+
+def hook_args(links: Iterable[tuple[str, str]], folders: Iterable[str], ldconfig: str | None = None) -> list[str]:
+    """The argv of the one hook entry: `create-symlinks --link TARGET::LINK ...` then
+    `update-ldcache --folder DIR ... [--ldconfig-path @PATH]` in the same process."""
+    args = [HOOK_PROGRAM]
+    links = list(links)
+    folders = list(folders)
+    if links:
+        args.append(CREATE_SYMLINKS)
+        for target, link in links:
+            args += ["--link", f"{target}::{link}"]
+    if folders:
+        args.append(UPDATE_LDCACHE)
+        for folder in folders:
+            args += ["--folder", folder]
+        if ldconfig and ldconfig.lstrip("@") != DEFAULT_LDCONFIG:
+            args += ["--ldconfig-path", "@" + ldconfig.lstrip("@")]
+    return args
+
+
+@dataclass(frozen=True)
+class _Node:
+    path: str        # in the container
+    host_path: str
+    major: int
+    minor: int
+
+
+class EditsBuilder:
+    """Edits for one driver root, inventory and set of capabilities. Driver files are located once,
+    on first use; device nodes are read from the host as they are asked for."""
+
+    def __init__(self, driver_root: DriverRoot | str, inventory: Inventory, capabilities: Iterable[str], *,
+                 hook_path: str | None = None, ldconfig: str | None = None,
+                 driver_files: DriverFiles | None = None, search_path: str | None = None,
+                 mps_pipe_directory: str | None = None, ld_cache: str | None = None):
+        self.root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
+        self.inventory = inventory
+        try:
+            self.capabilities = parse_capabilities(capabilities)
+        except DriverFilesError as e:
+            raise DiscoveryError(e.what, e.where) from None
+        self.hook_path = hook_path or default_hook_path()
+        self.ldconfig = ldconfig
+        self._driver_files = driver_files
+        self._locate_options = {k: v for k, v in (("search_path", search_path),
+                                                  ("mps_pipe_directory", mps_pipe_directory),
+                                                  ("ld_cache", ld_cache)) if v is not None}
+        self._common: ContainerEdits | None = None
+
+    # -- per device ----------------------------------------------------------------------------
+
+    def device_edits(self, device: Gpu | MigDevice) -> ContainerEdits:
+        """A GPU: its /dev/nvidia<minor>. A MIG device: its parent's node and its GI and CI
+        capability nodes (/dev/nvidia-caps/nvidia-cap<N>)."""
+        if isinstance(device, MigDevice):
+            parent = self.inventory.gpu_by_index(device.parent_index)
+            if parent is None:
+                raise DiscoveryError(f"MIG device {device.uuid} has no parent GPU {device.parent_index}")
+            names = [f"nvidia{parent.minor}", f"{MIG_CAP_DIR}/nvidia-cap{device.gi_cap_minor}",
+                     f"{MIG_CAP_DIR}/nvidia-cap{device.ci_cap_minor}"]
+            what = f"MIG device {device.parent_index}:{device.index} ({device.uuid})"
+        else:
+            names = [f"nvidia{device.minor}"]
+            what = f"GPU {device.index} ({device.uuid})"
+        nodes = []
+        for name in names:
+            node = self._node(name)
+            if node is None:
+                raise DiscoveryError(f"device node of {what} is missing", self.root.dev_path(name))
+            nodes.append(node)
+        return ContainerEdits(device_nodes=[self._device_node(n) for n in nodes])
+
+    # -- common --------------------------------------------------------------------------------
+
+    @property
+    def driver_files(self) -> DriverFiles:
+        if self._driver_files is None:
+            try:
+                self._driver_files = locate_driver_files(self.root.path, self.inventory.driver_version,
+                                                         self.capabilities, **self._locate_options)
+            except DriverFilesError as e:
+                raise DiscoveryError(e.what, e.where) from None
+        return self._driver_files
+
+    def common_edits(self) -> ContainerEdits:
+        """Edits every request gets once: env, control nodes, driver files, the hook entry.
+        Built once per builder; callers get a copy they may change."""
+        if self._common is None:
+            self._common = self._build_common()
+        return _copy(self._common)
+
+    def _build_common(self) -> ContainerEdits:
+        names = [CONTROL_NODE]
+        for cap in sorted(self.capabilities & CAPABILITY_NODES.keys()):
+            names += CAPABILITY_NODES[cap]
+        nodes = []
+        for name in names:
+            node = self._node(name)
+            if node is None:
+                if name == CONTROL_NODE:
+                    raise DiscoveryError("control device node is missing", self.root.dev_path(name))
+                log.warning("device node %s is missing: not injected", self.root.dev_path(name))
+                continue
+            nodes.append(self._device_node(node))
+        files = self.driver_files
+        mounts = [Mount(host_path=f.host_path, container_path=f.container_path,
+                        options=list(MOUNT_OPTIONS[f.kind])) for f in files.files]
+        hooks = []
+        links = [(link.target, link.path) for link in files.symlinks]
+        folders = list(dict.fromkeys(posixpath.dirname(f.container_path) for f in files.libraries))
+        if links or folders:
+            hooks.append(Hook(hook_name=CREATE_CONTAINER, path=self.hook_path,
+                              args=hook_args(links, folders, self.ldconfig), env=list(HOOK_ENV)))
+        return ContainerEdits(env=[VISIBLE_DEVICES_VOID], device_nodes=nodes, mounts=mounts, hooks=hooks)
+
+    # -- a resolved request --------------------------------------------------------------------
+
+    def edits_for(self, devices: Iterable[Gpu | MigDevice], *, common: bool = True) -> ContainerEdits:
+        """Common edits (unless common=False) followed by each device's, duplicates removed (two MIG
+        devices of one GPU share its node)."""
+        edits = self.common_edits() if common else ContainerEdits()
+        for device in devices:
+            edits.append(self.device_edits(device))
+        return dedup_edits(edits)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _node(self, name: str) -> _Node | None:
+        host_path = self.root.dev_path(name)
+        try:
+            st = os.stat(host_path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise DiscoveryError(f"cannot stat device node: {e.strerror or e}", host_path) from None
+        if not stat.S_ISCHR(st.st_mode):
+            raise DiscoveryError("not a character device", host_path)
+        return _Node("/dev/" + name, host_path, os.major(st.st_rdev), os.minor(st.st_rdev))
+
+    @staticmethod
+    def _device_node(node: _Node) -> DeviceNode:
+        return DeviceNode(path=node.path, host_path=node.host_path if node.host_path != node.path else None,
+                          type="c", major=node.major, minor=node.minor)
+
+
+def dedup_edits(edits: ContainerEdits) -> ContainerEdits:
+    """Drop repeated device nodes (by container path), mounts (by destination), env entries and
+    identical hooks, keeping the first of each."""
+    seen_nodes, seen_mounts, seen_hooks = set(), set(), []
+    nodes, mounts, hooks = [], [], []
+    for node in edits.device_nodes:
+        if node.path not in seen_nodes:
+            seen_nodes.add(node.path)
+            nodes.append(node)
+    for mount in edits.mounts:
+        if mount.container_path not in seen_mounts:
+            seen_mounts.add(mount.container_path)
+            mounts.append(mount)
+    for hook in edits.hooks:
+        if hook not in seen_hooks:
+            seen_hooks.append(hook)
+            hooks.append(hook)
+    return ContainerEdits(env=list(dict.fromkeys(edits.env)), device_nodes=nodes, mounts=mounts, hooks=hooks,
+                          intel_rdt=edits.intel_rdt, additional_gids=list(dict.fromkeys(edits.additional_gids)),
+                          net_devices=list(edits.net_devices))
+
+
+def _copy(edits: ContainerEdits) -> ContainerEdits:
+    import copy
+
+    return copy.deepcopy(edits)
+
+
+def build_edits(driver_root: DriverRoot | str, inventory: Inventory, capabilities: Iterable[str],
+                devices: Iterable[Gpu | MigDevice], **options) -> ContainerEdits:
+    """All edits for one resolved request (e.g. a cdi.selection.Selection's gpus + mig_devices):
+    common edits once, then each device's. `options` as for EditsBuilder (hook_path, ldconfig, ...)."""
+    if hasattr(devices, "mig_devices"):   # a cdi.selection.Selection
+        devices = tuple(devices.gpus) + tuple(devices.mig_devices)
+    return EditsBuilder(driver_root, inventory, capabilities, **options).edits_for(devices)
+
+
+def device_names(device: Gpu | MigDevice, strategies: Iterable[str]) -> list[str]:
+    """The device's names under each strategy, in order, without repeats."""
+    names = []
+    for strategy in strategies:
+        is_mig = isinstance(device, MigDevice)
+        index = f"{device.parent_index}:{device.index}" if is_mig else str(device.index)
+        if strategy == "index":
+            name = index
+        elif strategy == "uuid":
+            name = device.uuid
+        elif strategy == "type-index":
+            name = ("mig" if is_mig else "gpu") + index
+        else:
+            raise DiscoveryError(f"unknown device name strategy {strategy!r} "
+                                 f"(known: {', '.join(NAME_STRATEGIES)})")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def build_spec_devices(builder: EditsBuilder, devices: Iterable[Gpu | MigDevice] | None = None,
+                       strategies: Iterable[str] = ("index", "uuid"), all_device: bool = True) -> list[Device]:
+    """CDI devices for `devices` (default: every GPU, then every MIG device of the inventory), one
+    per name and strategy, plus "all" with every device's nodes. The common edits are not included:
+    they are the spec's own containerEdits (builder.common_edits())."""
+    if devices is None:
+        inventory = builder.inventory
+        devices = list(inventory.gpus) + inventory.mig_devices()
+    strategies = list(strategies)
+    out, everything = [], ContainerEdits()
+    for device in devices:
+        edits = builder.device_edits(device)
+        everything.append(edits)
+        for name in device_names(device, strategies):
+            out.append(Device(name=name, container_edits=_copy(edits)))
+    if all_device and out:
+        out.append(Device(name=ALL_DEVICE, container_edits=dedup_edits(everything)))
+    return out
