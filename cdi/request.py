@@ -191,6 +191,8 @@ def _mount_ids(oci: dict) -> tuple[tuple[str, ...], str]:
             if "/" in device_id or not device_id:
                 raise RequestError(f"malformed device id {device_id!r}", destination)
             ids.append(check_device_id(device_id, destination))
+    if len(ids) > 1 and ("all" in ids or "none" in ids) and "void" not in ids:
+        raise RequestError("'all' and 'none' cannot be combined with other device mounts", DEVICE_LIST_MOUNT_ROOT)
     return tuple(ids), DEVICE_LIST_MOUNT_ROOT
 
 
@@ -225,7 +227,7 @@ def _requested_ids(oci: dict, env: dict[str, str], config: Config, privileged: b
     if config.accept_volume_mounts:
         ids, where = _mount_ids(oci)
         if ids:
-            return "mount", where, ids, ""
+            return ("", "", (), "") if "void" in ids else ("mount", where, ids, "")
     value, where = _env_ids(env, config, legacy)
     ids = parse_device_ids(value, where) if value is not None else ()
     if not ids or "void" in ids:

@@ -125,6 +125,15 @@ def test_volume_mounts_only_when_enabled():
     assert request("NVIDIA_VISIBLE_DEVICES=0", mounts=[], config=MOUNTS_ON).source == "env"
 
 
+def test_special_mount_ids():
+    assert request(mounts=[device_mount("all")], config=MOUNTS_ON).devices == ("all",)
+    none = request(mounts=[device_mount("none")], config=MOUNTS_ON)
+    assert none.is_gpu_container and none.devices == ()
+    assert not request(mounts=[device_mount("void"), device_mount("0")], config=MOUNTS_ON).is_gpu_container
+    with pytest.raises(RequestError, match="cannot be combined"):
+        request(mounts=[device_mount("all"), device_mount("0")], config=MOUNTS_ON)
+
+
 @pytest.mark.parametrize("device_id", ["..", "../x", "a/../../b", "x\x00", "nope"])
 def test_hostile_mount_ids(device_id):
     with pytest.raises(RequestError):
