@@ -2,7 +2,6 @@
 container sees what it describes: an env var, a bind-mounted host file, a device node under a new name."""
 from __future__ import annotations
 
-import json
 
 import pytest
 

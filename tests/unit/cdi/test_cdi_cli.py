@@ -1,7 +1,6 @@
 """`nvidia-ctk cdi validate` and `nvidia-ctk cdi list`: exit codes and one-line messages."""
 import json
 
-import pytest
 
 from ctk.main import main
 
