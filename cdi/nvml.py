@@ -10,7 +10,6 @@ container's start path.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 
 from cdi.driver_root import DriverRoot, DriverRootError
@@ -57,6 +56,8 @@ def _initialise(root: DriverRoot):
             import pynvml
             return pynvml
         if root.path != "/":
+            import ctypes
+
             try:
                 library = find_nvml_library(root)
             except DriverRootError as e:

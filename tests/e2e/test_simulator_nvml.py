@@ -308,3 +308,30 @@ def test_libcuda_reports_the_cuda_version(a100):
     done = subprocess.run([sys.executable, "-c", code, os.path.join(a100, "usr/lib/x86_64-linux-gnu/libcuda.so.1")],
                           capture_output=True, text=True)
     assert done.stdout.split() == ["0", "12040", "100"]   # CUDA_SUCCESS, 12.4, CUDA_ERROR_NO_DEVICE
+
+
+def test_lookup_by_pci_bus_id_and_instance_listing(a100):
+    inv = marker(a100)
+    out = run_nvml(a100, """
+        n.nvmlInit()
+        out["by_bus"] = [n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByPciBusId(b))
+                         for b in ("00000000:0F:00.0", "0000:0f:00.0", "0f:00.0", "00000000:47:00.0")]
+        out["bus_unknown"] = err(n.nvmlDeviceGetHandleByPciBusId, "00000000:99:00.0")
+        out["bus_malformed"] = err(n.nvmlDeviceGetHandleByPciBusId, "gpu-one")
+        out["nvml_version"] = s(n.nvmlSystemGetNVMLVersion())
+        gpu = n.nvmlDeviceGetHandleByIndex(1)
+        gis = (n.c_nvmlGpuInstance_t * 7)()
+        count = ctypes.c_uint(0)
+        n.nvmlDeviceGetGpuInstances(gpu, 19, gis, ctypes.byref(count))         # profile id 19 = 1g.5gb
+        out["gis_1g"] = [n.nvmlGpuInstanceGetInfo(gis[i]).id for i in range(count.value)]
+        n.nvmlDeviceGetGpuInstances(gpu, 0, gis, ctypes.byref(count))          # 7g.40gb: none here
+        out["gis_7g"] = count.value
+        cis = (n.c_nvmlComputeInstance_t * 7)()
+        n.nvmlGpuInstanceGetComputeInstances(n.nvmlDeviceGetGpuInstanceById(gpu, 1), 2, cis, ctypes.byref(count))
+        out["cis_of_3g"] = [n.nvmlComputeInstanceGetInfo(cis[i]).id for i in range(count.value)]
+        out["gis_mig_disabled"] = err(n.nvmlDeviceGetGpuInstances, n.nvmlDeviceGetHandleByIndex(0), 19, gis,
+                                      ctypes.byref(count))
+    """)
+    assert out == {"by_bus": [1, 1, 1, 2], "bus_unknown": 6, "bus_malformed": 2, "nvml_version": "12.550.54.15",
+                   "gis_1g": [inv["gpus"][1]["mig_devices"][1]["gi"]], "gis_7g": 0, "cis_of_3g": [0],
+                   "gis_mig_disabled": 29}
