@@ -33,6 +33,8 @@ DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 SPEC_SUFFIXES = (".json", ".yaml")
 # On tmpfs like /var/run/cdi itself: verdicts do not outlive the specs generated at boot.
 DEFAULT_CACHE_PATH = "/var/run/nvidia-container-toolkit/cdi-validated.json"
+# Lets tests (and unusual hosts) move the cache; set but empty = keep verdicts in memory only.
+CACHE_PATH_ENV = "NVIDIA_CTK_CDI_CACHE_FILE"
 
 
 def _identity(path: str, st: os.stat_result) -> list:
@@ -228,9 +230,19 @@ class Registry:
         return edits
 
 
-def open_registry(config, cache_path: str | os.PathLike | None = DEFAULT_CACHE_PATH) -> Registry:
-    """The registry of config's spec dirs (modes.cdi.spec-dirs), with verdicts kept in cache_path
-    (None: in memory only) so that later container starts skip the schema for unchanged files."""
+def default_cache_path(environ: dict | None = None) -> str | None:
+    environ = os.environ if environ is None else environ
+    if CACHE_PATH_ENV in environ:
+        return environ[CACHE_PATH_ENV] or None
+    return DEFAULT_CACHE_PATH
+
+
+def open_registry(config, cache_path: str | os.PathLike | None | bool = True) -> Registry:
+    """The registry of config's spec dirs (modes.cdi.spec-dirs), with verdicts kept in cache_path so that
+    later container starts skip the schema for unchanged files. True: `$NVIDIA_CTK_CDI_CACHE_FILE`, else
+    DEFAULT_CACHE_PATH; None: in memory only."""
+    if cache_path is True:
+        cache_path = default_cache_path()
     return Registry(tuple(config.cdi.spec_dirs), cache=ValidatedSpecCache(cache_path))
 
 

@@ -175,6 +175,19 @@ def test_open_registry_uses_the_configured_dirs(dirs):
     assert registry.spec_dirs == (str(low), str(high)) and "vendor.example/cls=dev0" in registry.devices
 
 
+def test_cache_path_from_environment(dirs, tmp_path, monkeypatch):
+    from cdi.config import parse_config
+    from cdi.registry import DEFAULT_CACHE_PATH, default_cache_path, open_registry
+
+    assert default_cache_path({}) == DEFAULT_CACHE_PATH
+    assert default_cache_path({"NVIDIA_CTK_CDI_CACHE_FILE": ""}) is None
+    low, _ = dirs
+    write(low / "a.json")
+    monkeypatch.setenv("NVIDIA_CTK_CDI_CACHE_FILE", str(tmp_path / "c.json"))
+    open_registry(parse_config(f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{low}"]\n', "c.toml"))
+    assert json.loads((tmp_path / "c.json").read_text())["entries"][0][0] == str(low / "a.json")
+
+
 def test_cdi_mode_path_from_request_to_oci_spec(dirs):
     """What the shim does in cdi mode: request -> qualified names -> registry -> edits applied."""
     from cdi.config import Config
