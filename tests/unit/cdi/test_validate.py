@@ -150,3 +150,16 @@ def test_load_spec_file(tmp_path, document):
     path.write_text(json.dumps(document))
     with pytest.raises(SpecError, match=r"invalid CDI spec: .* \(and 1 more\)"):
         load_spec_file(path)
+
+
+def test_special_and_huge_files_are_refused_without_reading_them(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)  # opening must not block, reading must not happen
+    assert "not a regular file" in check_spec_file(fifo)[1][0].message
+    assert "not a regular file" in check_spec_file("/dev/zero")[1][0].message
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(17 * 1024 * 1024)
+    assert "larger than" in check_spec_file(big)[1][0].message
