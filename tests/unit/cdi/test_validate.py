@@ -15,6 +15,14 @@ def edits(document):
     return document["devices"][0]["containerEdits"]
 
 
+def with_edits(**fields):
+    """A change that sets fields of the first device's containerEdits."""
+    return lambda document: edits(document).update(**fields)
+
+
+CE = "$.devices[0].containerEdits"
+
+
 def test_minimal_spec_is_valid(document):
     assert problems_of(document) == []
 
@@ -31,31 +39,31 @@ def test_minimal_spec_is_valid(document):
     (lambda d: d["devices"][0].update(name="dev0\n"), "$.devices[0].name", "pattern"),
     (lambda d: d["devices"][0].update(name="x" * 300), "$.devices[0].name", "maxLength"),
     (lambda d: d["devices"][0].update(extra=1), "$.devices[0]", "additionalProperties"),
-    (lambda d: d["devices"][0].update(containerEdits={}), "$.devices[0].containerEdits", "anyOf"),
-    (lambda d: d["devices"][0].update(containerEdits={"env": []}), "$.devices[0].containerEdits", "anyOf"),
-    (lambda d: edits(d).update(bogus=[]), "$.devices[0].containerEdits", "additionalProperties"),
-    (lambda d: edits(d).update(env=["=x"]), "$.devices[0].containerEdits.env[0]", "pattern"),
-    (lambda d: edits(d).update(env=["NOEQUALS"]), "$.devices[0].containerEdits.env[0]", "pattern"),
-    (lambda d: edits(d).update(env=["A=\x00"]), "$.devices[0].containerEdits.env[0]", "pattern"),
-    (lambda d: edits(d).update(env=[1]), "$.devices[0].containerEdits.env[0]", "type"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "dev/x"}]), "$.devices[0].containerEdits.deviceNodes[0].path", "pattern"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "type": "x"}]), "$.devices[0].containerEdits.deviceNodes[0].type", "enum"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "major": -1}]), "$.devices[0].containerEdits.deviceNodes[0].major", "minimum"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "fileMode": 0o10000}]), "$.devices[0].containerEdits.deviceNodes[0].fileMode", "maximum"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "permissions": "rwx"}]), "$.devices[0].containerEdits.deviceNodes[0].permissions", "pattern"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "permissions": "rr"}]), "$.devices[0].containerEdits.deviceNodes[0].permissions", "pattern"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "uid": 2 ** 32}]), "$.devices[0].containerEdits.deviceNodes[0].uid", "maximum"),
-    (lambda d: edits(d).update(deviceNodes=[{"path": "/dev/x", "color": "red"}]), "$.devices[0].containerEdits.deviceNodes[0]", "additionalProperties"),
-    (lambda d: edits(d).update(mounts=[{"hostPath": "/a"}]), "$.devices[0].containerEdits.mounts[0]", "required"),
-    (lambda d: edits(d).update(mounts=[{"hostPath": "/a", "containerPath": "rel"}]), "$.devices[0].containerEdits.mounts[0].containerPath", "pattern"),
-    (lambda d: edits(d).update(hooks=[{"hookName": "preStart", "path": "/x"}]), "$.devices[0].containerEdits.hooks[0].hookName", "enum"),
-    (lambda d: edits(d).update(hooks=[{"hookName": "prestart", "path": "/x", "timeout": 0}]), "$.devices[0].containerEdits.hooks[0].timeout", "minimum"),
-    (lambda d: edits(d).update(hooks=[{"hookName": "prestart", "path": "/x", "env": ["bad"]}]), "$.devices[0].containerEdits.hooks[0].env[0]", "pattern"),
-    (lambda d: edits(d).update(additionalGids=[-1]), "$.devices[0].containerEdits.additionalGids[0]", "minimum"),
-    (lambda d: edits(d).update(intelRdt={"closID": "a/b"}), "$.devices[0].containerEdits.intelRdt.closID", "pattern"),
-    (lambda d: edits(d).update(netDevices=[{"hostInterfaceName": "eth0"}]), "$.devices[0].containerEdits.netDevices[0]", "required"),
-    (lambda d: edits(d).update(netDevices=[{"hostInterfaceName": "eth0", "name": "a/b"}]), "$.devices[0].containerEdits.netDevices[0].name", "pattern"),
-    (lambda d: edits(d).update(netDevices=[{"hostInterfaceName": "x" * 16, "name": "e"}]), "$.devices[0].containerEdits.netDevices[0].hostInterfaceName", "pattern"),
+    (lambda d: d["devices"][0].update(containerEdits={}), CE, "anyOf"),
+    (lambda d: d["devices"][0].update(containerEdits={"env": []}), CE, "anyOf"),
+    (with_edits(bogus=[]), CE, "additionalProperties"),
+    (with_edits(env=["=x"]), CE + ".env[0]", "pattern"),
+    (with_edits(env=["NOEQUALS"]), CE + ".env[0]", "pattern"),
+    (with_edits(env=["A=\x00"]), CE + ".env[0]", "pattern"),
+    (with_edits(env=[1]), CE + ".env[0]", "type"),
+    (with_edits(deviceNodes=[{"path": "dev/x"}]), CE + ".deviceNodes[0].path", "pattern"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "type": "x"}]), CE + ".deviceNodes[0].type", "enum"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "major": -1}]), CE + ".deviceNodes[0].major", "minimum"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "fileMode": 0o10000}]), CE + ".deviceNodes[0].fileMode", "maximum"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "permissions": "rwx"}]), CE + ".deviceNodes[0].permissions", "pattern"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "permissions": "rr"}]), CE + ".deviceNodes[0].permissions", "pattern"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "uid": 2 ** 32}]), CE + ".deviceNodes[0].uid", "maximum"),
+    (with_edits(deviceNodes=[{"path": "/dev/x", "color": "red"}]), CE + ".deviceNodes[0]", "additionalProperties"),
+    (with_edits(mounts=[{"hostPath": "/a"}]), CE + ".mounts[0]", "required"),
+    (with_edits(mounts=[{"hostPath": "/a", "containerPath": "rel"}]), CE + ".mounts[0].containerPath", "pattern"),
+    (with_edits(hooks=[{"hookName": "preStart", "path": "/x"}]), CE + ".hooks[0].hookName", "enum"),
+    (with_edits(hooks=[{"hookName": "prestart", "path": "/x", "timeout": 0}]), CE + ".hooks[0].timeout", "minimum"),
+    (with_edits(hooks=[{"hookName": "prestart", "path": "/x", "env": ["bad"]}]), CE + ".hooks[0].env[0]", "pattern"),
+    (with_edits(additionalGids=[-1]), CE + ".additionalGids[0]", "minimum"),
+    (with_edits(intelRdt={"closID": "a/b"}), CE + ".intelRdt.closID", "pattern"),
+    (with_edits(netDevices=[{"hostInterfaceName": "eth0"}]), CE + ".netDevices[0]", "required"),
+    (with_edits(netDevices=[{"hostInterfaceName": "eth0", "name": "a/b"}]), CE + ".netDevices[0].name", "pattern"),
+    (with_edits(netDevices=[{"hostInterfaceName": "x" * 16, "name": "e"}]), CE + ".netDevices[0].hostInterfaceName", "pattern"),
     (lambda d: d.update(annotations={"bad key!": "v"}), "$.annotations", "pattern"),
     (lambda d: d.update(annotations={"k": 1}), "$.annotations.k", "type"),
     (lambda d: d.update(containerEdits={"env": ["x"]}), "$.containerEdits.env[0]", "pattern"),
@@ -111,7 +119,7 @@ def test_problem_lines_name_file_path_and_rule(tmp_path, document):
     assert len(lines) == 2
     for line in lines:
         assert "\n" not in line and line.endswith(f"({path})") and "[pattern]" in line
-    assert lines[0].startswith("$.devices[0].containerEdits.env[0]: '=x'")
+    assert lines[0].startswith(CE + ".env[0]: '=x'")
     assert lines[1].startswith("$.devices[0].name: 'bad name'")
 
 
