@@ -1,0 +1,252 @@
+"""nvidia-cdi-hook: everything a CDI spec asks at createContainer time, in one process.
+
+    nvidia-cdi-hook create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR ... < state.json
+
+The spec's hook entry (built by cdi.discover) chains the subcommands in one argv; NVIDIA's specs run
+one subcommand per entry, with the same names and options, and work too. Subcommands:
+  create-symlinks  --link TARGET::LINK   make LINK -> TARGET inside the rootfs (LINK absolute, in
+                                         the container; TARGET stored as given)
+  update-ldcache   --folder DIR          rebuild the container's /etc/ld.so.cache with the host's
+                   --ldconfig-path @PATH ldconfig, scanning DIR too (a library folder the rootfs'
+                                         ld.so.conf may not list: /usr/lib/x86_64-linux-gnu on a
+                                         RHEL-like image)
+Both take --container-spec FILE (the bundle's config.json); global --debug/--quiet are accepted.
+Unknown subcommands and options (from a newer spec) are warned about and skipped.
+
+Started through the static launcher (clean environment, `python -I -S`), as root, by the runtime in
+the container's mount namespace before pivot_root. It imports only the stdlib and libcontainer_c. The
+rootfs comes from the state's bundle and config.json's root.path, never from the cwd (runc: the
+rootfs, crun: the bundle). Links are made by the C helper, resolved inside the rootfs; ldconfig runs
+in the C helper's sandbox (host binary opened first, chroot, no capabilities, no_new_privs, empty
+environment, limits).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+PROG = "nvidia-cdi-hook"
+CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
+DEFAULT_LDCONFIG = "/sbin/ldconfig"
+MAX_STATE = 1 << 20
+MAX_CONFIG = 16 << 20
+LINK_SEPARATOR = "::"
+
+# subcommand -> {option: (field, repeatable)}
+_OPTIONS = {
+    CREATE_SYMLINKS: {"--link": ("links", True), "--container-spec": ("container_spec", False),
+                      "--host-root": (None, False)},   # --host-root: an old flag with no effect
+    UPDATE_LDCACHE: {"--folder": ("folders", True), "--ldconfig-path": ("ldconfig", False),
+                     "--container-spec": ("container_spec", False)},
+}
+_GLOBAL_FLAGS = ("--debug", "-d", "--quiet", "-q")
+
+
+class HookError(Exception):
+    """One line for the user: what went wrong and where."""
+
+    def __init__(self, what: str, where: str | None = None):
+        super().__init__(f"{what} ({where})" if where else what)
+
+
+class Tasks:
+    """What one hook invocation asks for (a plain class: dataclasses would import inspect & co.)."""
+
+    def __init__(self):
+        self.links: list[tuple[str, str]] = []    # (target, link path in the container)
+        self.folders: list[str] = []               # library folders for ldconfig
+        self.update_ldcache = False
+        self.ldconfig = DEFAULT_LDCONFIG           # host path
+        self.container_spec: str | None = None     # config.json, if given
+        self.warnings: list[str] = []
+
+    @property
+    def empty(self) -> bool:
+        return not self.links and not self.update_ldcache
+
+
+def parse_args(args: list[str]) -> Tasks:
+    """Parse a chain of subcommands (args without the program name). Raises HookError for a
+    malformed value of a known option; unknown things become warnings."""
+    tasks = Tasks()
+    if args[:1] == ["hook"]:   # specs that run `nvidia-ctk hook <subcommand>`
+        args = args[1:]
+    current = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg in (CREATE_SYMLINKS, UPDATE_LDCACHE):
+            current = arg
+            tasks.update_ldcache |= arg == UPDATE_LDCACHE
+            continue
+        if arg in _GLOBAL_FLAGS and current is None:
+            continue
+        if not arg.startswith("-"):
+            # a subcommand of a newer tool (or a stray word): skipped with its options
+            tasks.warnings.append(f"ignoring unknown subcommand {arg!r}")
+            current = "unknown"
+            continue
+        name, has_value, value = arg.partition("=")
+        option = _OPTIONS.get(current, {}).get(name)
+        if option is None:
+            if current != "unknown":
+                tasks.warnings.append(f"ignoring unknown option {name!r}" + (f" of {current}" if current else ""))
+            # a following plain word is taken as its value, unless it is a subcommand
+            if not has_value and i < len(args) and not args[i].startswith("-") \
+                    and args[i] not in (CREATE_SYMLINKS, UPDATE_LDCACHE):
+                i += 1
+            continue
+        if not has_value:
+            if i >= len(args):
+                raise HookError(f"option {name} needs a value", current)
+            value = args[i]
+            i += 1
+        _set_option(tasks, current, name, option, value)
+    return tasks
+
+
+def _set_option(tasks: Tasks, subcommand: str, name: str, option, value: str) -> None:
+    attr, repeatable = option
+    if attr is None:
+        return
+    if not value or "\0" in value:
+        raise HookError(f"empty or invalid value for {name}", subcommand)
+    if attr == "links":
+        target, sep, link = value.partition(LINK_SEPARATOR)
+        if not sep or not target or not link.startswith("/"):
+            raise HookError(f"invalid link {value!r}: expected TARGET::/ABSOLUTE/LINK", f"{subcommand} {name}")
+        tasks.links.append((target, link))
+    elif attr == "folders":
+        if not value.startswith("/"):
+            raise HookError(f"folder {value!r} is not an absolute path", f"{subcommand} {name}")
+        if value not in tasks.folders:
+            tasks.folders.append(value)
+    elif attr == "ldconfig":
+        path = value[1:] if value.startswith("@") else value
+        if not path.startswith("/"):
+            raise HookError(f"ldconfig {value!r} must be an absolute host path", f"{subcommand} {name}")
+        tasks.ldconfig = path  # always the host's binary: the runner never runs one from the image
+    else:
+        setattr(tasks, attr, value)
+
+
+# -- the container --------------------------------------------------------------------------------
+
+def read_state(stream) -> dict:
+    data = stream.read(MAX_STATE + 1)
+    if isinstance(data, str):
+        data = data.encode()
+    if len(data) > MAX_STATE:
+        raise HookError("container state is too large", "stdin")
+    try:
+        state = json.loads(data)
+    except ValueError as e:
+        raise HookError(f"invalid container state: {e}", "stdin") from None
+    if not isinstance(state, dict):
+        raise HookError("invalid container state: not a JSON object", "stdin")
+    return state
+
+
+def rootfs_from_state(state: dict, container_spec: str | None = None) -> str:
+    """The container's root: config.json's root.path, relative to the bundle (never the cwd)."""
+    bundle = state.get("bundle") or state.get("bundlePath")
+    if not isinstance(bundle, str) or not bundle.startswith("/"):
+        raise HookError("container state has no absolute bundle path", "stdin")
+    config_path = container_spec or os.path.join(bundle, "config.json")
+    try:
+        fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_CONFIG + 1)
+    except OSError as e:
+        raise HookError(f"cannot read the container's config: {e.strerror or e}", config_path) from None
+    try:
+        config = json.loads(data) if len(data) <= MAX_CONFIG else None
+    except ValueError as e:
+        raise HookError(f"invalid container config: {e}", config_path) from None
+    root = (config or {}).get("root") if isinstance(config, dict) else None
+    path = root.get("path") if isinstance(root, dict) else None
+    if not isinstance(path, str) or not path:
+        raise HookError("container config has no root.path", config_path)
+    return os.path.normpath(os.path.join(bundle, path))
+
+
+def create_links(rootfs: str, links: list[tuple[str, str]], warn) -> None:
+    """Make each link inside the rootfs. A regular file the image already has at a link's place is
+    kept (with a warning); anything else that fails is an error."""
+    from libcontainer_c.errors import ContainerFsError
+    from libcontainer_c.rootfs import Rootfs
+
+    try:
+        root = Rootfs(rootfs)
+    except ContainerFsError as e:
+        raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
+    with root:
+        for target, link in links:
+            try:
+                root.symlink(target, link)
+            except ContainerFsError as e:
+                if e.errno == 17:  # EEXIST: the image's own file; do not destroy it
+                    warn(f"not linking {link} -> {target}: the image has a file there")
+                    continue
+                raise HookError(f"cannot create link {link} -> {target}: {e.strerror}", rootfs) from None
+
+
+def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | None, warn) -> None:
+    """Rebuild the rootfs' ld.so.cache with the host's ldconfig, scanning `folders` too."""
+    from libcontainer_c.errors import ContainerFsError
+    from libcontainer_c.ldconfig import LdconfigError, run_ldconfig
+    from libcontainer_c.rootfs import Rootfs
+
+    try:
+        with Rootfs(rootfs) as root:
+            has_etc = root.exists("/etc")
+            existing = [f for f in folders if root.exists(f)]
+    except ContainerFsError as e:
+        raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
+    if not has_etc:
+        warn("the container has no /etc: ld.so.cache not updated")
+        return
+    try:
+        run_ldconfig(rootfs, existing, pid=pid, ldconfig=ldconfig)
+    except LdconfigError as e:
+        raise HookError(f"ldconfig failed: {e}", rootfs) from None
+
+
+def run_tasks(rootfs: str, tasks: Tasks, *, pid: int | None = None, warn=None) -> None:
+    """Do what `tasks` asks in the container rooted at `rootfs`: links first, then the ld cache.
+    pid: run ldconfig in that process' mount namespace (a prestart hook); None: stay in ours
+    (a createContainer hook already is in the container's)."""
+    warn = warn or _warn
+    if tasks.links:
+        create_links(rootfs, tasks.links, warn)
+    if tasks.update_ldcache:
+        update_ldcache(rootfs, tasks.folders, tasks.ldconfig, pid, warn)
+
+
+def _warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        tasks = parse_args(argv)
+        for warning in tasks.warnings:
+            _warn(warning)
+        if tasks.empty:
+            return 0
+        state = read_state(sys.stdin.buffer)
+        run_tasks(rootfs_from_state(state, tasks.container_spec), tasks)
+    except HookError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{PROG}: error: {e.strerror or e} ({e.filename or 'system call'})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
