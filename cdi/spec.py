@@ -238,24 +238,29 @@ def spec_to_yaml(spec: Spec) -> str:
     return dump_yaml_document(spec.to_dict())
 
 
-def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644) -> "Path":
-    """Write spec to path (format by extension) through a temp file and a rename, so a reader never
-    sees half a spec; the content is validated first, so we never write a spec consumers reject."""
+def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
+    """The spec as JSON or YAML text, checked first as write_spec checks it (SpecError naming `where`)."""
+    from cdi.validate import validate_document
+
+    document = spec.to_dict()
+    validate_document(document, where, raise_first=True)
+    _check_hook_env(spec, where)
+    if yaml_format:
+        from cdi.spec_yaml import dump_yaml_document
+
+        return dump_yaml_document(document)
+    return json.dumps(document, indent=2) + "\n"
+
+
+def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644, yaml_format: bool | None = None) -> "Path":
+    """Write spec to path (format by extension, unless yaml_format says) through a temp file and a
+    rename, so a reader never sees half a spec; the content is validated first, so we never write a
+    spec consumers reject."""
     import tempfile
     from pathlib import Path
 
-    from cdi.validate import validate_document
-
     path = Path(path)
-    document = spec.to_dict()
-    validate_document(document, str(path), raise_first=True)
-    _check_hook_env(spec, str(path))
-    if is_yaml_path(path):
-        from cdi.spec_yaml import dump_yaml_document
-
-        text = dump_yaml_document(document)
-    else:
-        text = json.dumps(document, indent=2) + "\n"
+    text = render_spec(spec, str(path), is_yaml_path(path) if yaml_format is None else yaml_format)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as out:
