@@ -5,29 +5,19 @@ one of the same name in an earlier dir; the same name twice in one dir is a conf
 is dropped (reported, never guessed). Only `*.json` and `*.yaml` files are read. A file that is
 unreadable or invalid is reported and skipped; the others still count.
 
-Validating with jsonschema costs far more than the rest of a container start, so verdicts are
-cached by file identity (path, device, inode, size, mtime and ctime - ctime cannot be set back by a
-user - plus the schema's digest). The cache is optional and may be kept in a root-owned file that only
-its owner can write; the schema stays the only judge of what is valid.
+Verdicts of the schema are cached by file identity (cdi.spec_cache), so that a container start neither
+imports jsonschema nor, for YAML specs seen before, a YAML parser.
 """
 from __future__ import annotations
 
-import json
 import os
-import stat
 from dataclasses import dataclass, field
 
 from cdi.errors import InvalidNameError, RequestError, SpecError
 from cdi.qualified_name import parse_qualified_name
-from cdi.spec import ContainerEdits, Device, Spec, parse_spec_text
+from cdi.spec import ContainerEdits, Device, Spec, is_yaml_path, parse_spec_text
+from cdi.spec_cache import ValidatedSpecCache
 from cdi.validate import Problem, read_spec_bytes
-
-
-def _log():
-    # logging costs milliseconds to import and is only needed when something is wrong
-    import logging
-
-    return logging.getLogger(__name__)
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 SPEC_SUFFIXES = (".json", ".yaml")
@@ -35,87 +25,6 @@ SPEC_SUFFIXES = (".json", ".yaml")
 DEFAULT_CACHE_PATH = "/var/run/nvidia-container-toolkit/cdi-validated.json"
 # Lets tests (and unusual hosts) move the cache; set but empty = keep verdicts in memory only.
 CACHE_PATH_ENV = "NVIDIA_CTK_CDI_CACHE_FILE"
-
-
-def _identity(path: str, st: os.stat_result) -> list:
-    return [path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-class ValidatedSpecCache:
-    """Files already found valid. `path=None` keeps the verdicts in memory only."""
-
-    def __init__(self, path: str | os.PathLike | None = None):
-        self.path = os.fspath(path) if path else None
-        self._digest: str | None = None
-        self._entries: set[tuple] = set()
-        self._dirty = False
-        if self.path is not None:
-            self._load()
-
-    def _schema_digest(self) -> str:
-        if self._digest is None:
-            from cdi.validate import schema_digest
-
-            self._digest = schema_digest()
-        return self._digest
-
-    def _load(self) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            # a verdict anyone else could have written is worth nothing
-            if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                _log().warning("ignoring CDI validation cache %s: not owned by us or writable by others", self.path)
-                return
-            try:
-                data = json.loads(f.read(4 * 1024 * 1024))
-            except ValueError:
-                return
-        if isinstance(data, dict) and data.get("schema") == self._schema_digest():
-            self._entries = {tuple(e) for e in data.get("entries", []) if isinstance(e, list)}
-
-    def is_valid(self, path: str, st: os.stat_result) -> bool:
-        return tuple(_identity(path, st)) in self._entries
-
-    def remember(self, path: str, st: os.stat_result) -> None:
-        key = tuple(_identity(path, st))
-        if key not in self._entries:
-            self._entries = {e for e in self._entries if e[0] != path} | {key}
-            self._dirty = True
-
-    def retain(self, paths: set[str]) -> None:
-        """Forget files that are gone, so the cache holds no more entries than the spec dirs hold files."""
-        kept = {e for e in self._entries if e[0] in paths}
-        if kept != self._entries:
-            self._entries, self._dirty = kept, True
-
-    def save(self) -> None:
-        """Keep the verdicts for the next process; a cache that cannot be written only costs time."""
-        if self.path is None or not self._dirty:
-            return
-        try:
-            self._write()
-        except OSError as exc:
-            _log().debug("cannot write CDI validation cache %s: %s", self.path, exc)
-
-    def _write(self) -> None:
-        import tempfile
-
-        document = {"schema": self._schema_digest(), "entries": sorted(list(e) for e in self._entries)}
-        directory = os.path.dirname(self.path) or "."
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(document, out)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        self._dirty = False
 
 
 @dataclass(frozen=True)
@@ -158,7 +67,9 @@ class Registry:
         """The spec in path, validated (or known valid from the cache); None and a problem if not."""
         try:
             data, st = read_spec_bytes(path)
-            document = parse_spec_text(data.decode("utf-8"), path)
+            document = self.cache.document(path, st)  # a YAML file seen before: no YAML parser needed
+            if document is None:
+                document = parse_spec_text(data.decode("utf-8"), path)
         except SpecError as exc:
             self.problems.append(Problem(path, "$", "parse", exc.what))
             return None
@@ -175,7 +86,7 @@ class Registry:
             if problems:
                 self.problems += problems
                 return None
-            self.cache.remember(path, st)
+            self.cache.remember(path, st, document if is_yaml_path(path) else None)
         try:
             return Spec.from_dict(document)
         except SpecError as exc:

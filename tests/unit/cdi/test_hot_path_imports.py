@@ -1,5 +1,6 @@
 """The container start path imports cdi.request, cdi.config, cdi.apply, cdi.spec and reads JSON specs
-through cdi.registry: none of that may pull in jsonschema, yaml or click (REFERENCE §4 import costs)."""
+through cdi.registry: none of that may pull in jsonschema, yaml or click (REFERENCE §4 import costs),
+once the spec files have been validated (and, for YAML, their documents kept) by an earlier run."""
 import json
 import subprocess
 import sys
@@ -23,8 +24,8 @@ from cdi.registry import Registry, ValidatedSpecCache, inject_devices
 config = load_config()
 request = resolve_device_request({"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"]}}, config)
 registry = Registry((sys.argv[1],), cache=ValidatedSpecCache(sys.argv[2]))   # cached verdicts
-spec = inject_devices({"process": {"env": []}}, ["vendor.example/cls=dev0"], registry)
-assert spec["process"]["env"] == ["A=1"], spec
+spec = inject_devices({"process": {"env": []}}, ["vendor.example/cls=dev0", "other.example/k=1:0"], registry)
+assert spec["process"]["env"] == ["A=1", "B=1"], spec
 print(json.dumps(sorted(m for m in ("jsonschema", "yaml", "click") if m in sys.modules)))
 """
 
@@ -41,11 +42,13 @@ def test_start_path_imports_no_heavy_modules(tmp_path):
     specs.mkdir()
     (specs / "a.json").write_text(json.dumps({"cdiVersion": "0.3.0", "kind": "vendor.example/cls",
                                               "devices": [{"name": "dev0", "containerEdits": {"env": ["A=1"]}}]}))
+    (specs / "b.yaml").write_text('cdiVersion: 0.5.0\nkind: other.example/k\ndevices:\n- name: "1:0"\n'
+                                  '  containerEdits: {env: [B=1]}\n')
     cache_file = tmp_path / "cache.json"
     env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "none.toml"), "PATH": "/usr/bin:/bin"}
     # first run: the spec is unknown and must be validated (and the verdict kept)
     fill = PROBE.replace("cache = ValidatedSpecCache()", f"cache = ValidatedSpecCache({str(cache_file)!r})")
-    assert "jsonschema" in run(fill, str(specs), env=env)
+    assert run(fill, str(specs), env=env) == ["jsonschema", "yaml"]
     assert cache_file.exists()
-    # then the hot path: nothing heavy
+    # then the hot path: nothing heavy, not even for the YAML spec
     assert run(HOT, str(specs), str(cache_file), env=env) == []

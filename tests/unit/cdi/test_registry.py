@@ -6,7 +6,7 @@ import pytest
 
 import cdi.validate
 from cdi.errors import RequestError
-from cdi.registry import Registry, ValidatedSpecCache, inject_devices
+from cdi.registry import Registry, ValidatedSpecCache, inject_devices  # noqa: F401
 
 
 def write(path, kind="vendor.example/cls", devices=None, common=None, version="0.3.0"):
@@ -207,3 +207,35 @@ def test_cdi_mode_path_from_request_to_oci_spec(dirs):
     assert result["process"]["env"] == ["NVIDIA_VISIBLE_DEVICES=void", "MIG=1:0", "UUID=1"]
     assert result["linux"]["devices"] == [{"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1,
                                            "fileMode": 0o666}]
+
+
+def test_yaml_documents_are_kept_so_no_yaml_parser_is_needed(dirs, tmp_path, monkeypatch):
+    import cdi.registry
+
+    low, _ = dirs
+    spec = low / "nvidia.yaml"
+    spec.write_text('cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: "1:0"\n  containerEdits: {env: [A=1]}\n')
+    write(low / "other.json")
+    cache_file = tmp_path / "cache.json"
+    Registry((str(low),), cache=ValidatedSpecCache(cache_file))
+    parsed = []
+    real_parse = cdi.registry.parse_spec_text
+    monkeypatch.setattr(cdi.registry, "parse_spec_text", lambda text, path: parsed.append(path) or real_parse(text, path))
+    registry = Registry((str(low),), cache=ValidatedSpecCache(cache_file))
+    assert registry.devices["nvidia.com/gpu=1:0"].device.container_edits.env == ["A=1"]
+    assert parsed == [str(low / "other.json")]  # JSON is parsed (cheap), YAML comes from the cache
+    spec.write_text(spec.read_text().replace("A=1", "A=2"))
+    registry = Registry((str(low),), cache=ValidatedSpecCache(cache_file))
+    assert registry.devices["nvidia.com/gpu=1:0"].device.container_edits.env == ["A=2"]
+    assert str(spec) in parsed
+
+
+def test_tampered_cache_entries_are_ignored(dirs, tmp_path):
+    low, _ = dirs
+    write(low / "a.json")
+    cache_file = tmp_path / "cache.json"
+    cache_file.write_text(json.dumps({"schema": "x", "entries": [[1, 2]]}))
+    os.chmod(cache_file, 0o600)
+    assert "vendor.example/cls=dev0" in Registry((str(low),), cache=ValidatedSpecCache(cache_file)).devices
+    cache_file.write_text("not json")
+    assert "vendor.example/cls=dev0" in Registry((str(low),), cache=ValidatedSpecCache(cache_file)).devices

@@ -1,0 +1,116 @@
+"""Verdicts of the schema on spec files, so a container start need not validate unchanged files again.
+
+Validating with jsonschema costs far more than the rest of a container start (importing it alone takes
+140-210 ms), so a file found valid is remembered by its identity: path, device, inode, size, mtime and
+ctime (a file's owner can set mtime back, not ctime), under the digest of the schema that judged it.
+For a YAML file the validated document is kept too, as JSON, so that the start path does not import a
+YAML parser either (NVIDIA's usual spec is YAML). The schema stays the only judge of what is valid:
+the cache only remembers what it said.
+
+A persistent cache is trusted only if it is owned by us and writable by nobody else; it is written
+through a temp file and a rename, mode 0600. Failing to write it only costs time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+MAX_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _log():
+    import logging
+
+    return logging.getLogger(__name__)
+
+
+def _identity(path: str, st: os.stat_result) -> tuple:
+    return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class ValidatedSpecCache:
+    """Files already found valid (and the documents of YAML ones). `path=None`: in memory only."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = os.fspath(path) if path else None
+        self._digest: str | None = None
+        self._entries: dict[tuple, dict | None] = {}
+        self._dirty = False
+        if self.path is not None:
+            self._load()
+
+    def _schema_digest(self) -> str:
+        if self._digest is None:
+            from cdi.validate import schema_digest
+
+            self._digest = schema_digest()
+        return self._digest
+
+    def _load(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            # a verdict anyone else could have written is worth nothing
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                    or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+                _log().warning("ignoring CDI validation cache %s: not a file owned by us and writable only by us",
+                               self.path)
+                return
+            try:
+                data = json.loads(f.read(MAX_CACHE_BYTES))
+            except (ValueError, RecursionError):
+                return
+        if not isinstance(data, dict) or data.get("schema") != self._schema_digest():
+            return
+        for entry in data.get("entries", []):
+            if isinstance(entry, list) and len(entry) == 7 and isinstance(entry[6], (dict, type(None))):
+                self._entries[tuple(entry[:6])] = entry[6]
+
+    def is_valid(self, path: str, st: os.stat_result) -> bool:
+        return _identity(path, st) in self._entries
+
+    def document(self, path: str, st: os.stat_result) -> dict | None:
+        """The validated document kept for this very file (YAML files only), else None."""
+        return self._entries.get(_identity(path, st))
+
+    def remember(self, path: str, st: os.stat_result, document: dict | None = None) -> None:
+        key = _identity(path, st)
+        if key not in self._entries or self._entries[key] != document:
+            self._entries = {k: v for k, v in self._entries.items() if k[0] != path}
+            self._entries[key] = document
+            self._dirty = True
+
+    def retain(self, paths: set[str]) -> None:
+        """Forget files that are gone, so the cache holds no more entries than the spec dirs hold files."""
+        kept = {k: v for k, v in self._entries.items() if k[0] in paths}
+        if len(kept) != len(self._entries):
+            self._entries, self._dirty = kept, True
+
+    def save(self) -> None:
+        """Keep the verdicts for the next process."""
+        if self.path is None or not self._dirty:
+            return
+        try:
+            self._write()
+        except OSError as exc:
+            _log().debug("cannot write CDI validation cache %s: %s", self.path, exc)
+
+    def _write(self) -> None:
+        import tempfile
+
+        entries = [[*key, document] for key, document in sorted(self._entries.items(), key=lambda kv: kv[0])]
+        directory = os.path.dirname(self.path) or "."
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump({"schema": self._schema_digest(), "entries": entries}, out)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        self._dirty = False
