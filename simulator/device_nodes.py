@@ -54,7 +54,10 @@ def choose_majors(used: set[int]) -> Majors:
 
 
 def _mknod(path: Path, major: int, minor: int, mode: int) -> None:
-    os.mknod(path, stat.S_IFCHR | mode, os.makedev(major, minor))
+    try:
+        os.mknod(path, stat.S_IFCHR | mode, os.makedev(major, minor))
+    except PermissionError:
+        raise SimulatorError("making device nodes needs root (CAP_MKNOD)", str(path)) from None
     os.chmod(path, mode)  # mknod honours the umask
 
 
@@ -62,20 +65,17 @@ def make_device_nodes(root: Path, host: SimHost, majors: Majors) -> None:
     dev = root / "dev"
     caps = dev / "nvidia-caps"
     caps.mkdir(parents=True, exist_ok=True)
-    try:
-        _mknod(dev / "nvidiactl", majors.nvidia, NVIDIACTL_MINOR, 0o666)
-        _mknod(dev / "nvidia-modeset", majors.nvidia, MODESET_MINOR, 0o666)
-        _mknod(dev / "nvidia-uvm", majors.uvm, 0, 0o666)
-        _mknod(dev / "nvidia-uvm-tools", majors.uvm, 1, 0o666)
-        _mknod(caps / f"nvidia-cap{CONFIG_CAP_MINOR}", majors.caps, CONFIG_CAP_MINOR, 0o400)
-        _mknod(caps / f"nvidia-cap{MONITOR_CAP_MINOR}", majors.caps, MONITOR_CAP_MINOR, 0o444)
-        for gpu in host.gpus:
-            _mknod(dev / f"nvidia{gpu.minor}", majors.nvidia, gpu.minor, 0o666)
-            for mig in gpu.migs:
-                for minor in (mig.gi_cap_minor, mig.ci_cap_minor):
-                    _mknod(caps / f"nvidia-cap{minor}", majors.caps, minor, 0o444)
-    except PermissionError as exc:
-        raise SimulatorError("making device nodes needs root (CAP_MKNOD)", str(exc.filename)) from None
+    _mknod(dev / "nvidiactl", majors.nvidia, NVIDIACTL_MINOR, 0o666)
+    _mknod(dev / "nvidia-modeset", majors.nvidia, MODESET_MINOR, 0o666)
+    _mknod(dev / "nvidia-uvm", majors.uvm, 0, 0o666)
+    _mknod(dev / "nvidia-uvm-tools", majors.uvm, 1, 0o666)
+    _mknod(caps / f"nvidia-cap{CONFIG_CAP_MINOR}", majors.caps, CONFIG_CAP_MINOR, 0o400)
+    _mknod(caps / f"nvidia-cap{MONITOR_CAP_MINOR}", majors.caps, MONITOR_CAP_MINOR, 0o444)
+    for gpu in host.gpus:
+        _mknod(dev / f"nvidia{gpu.minor}", majors.nvidia, gpu.minor, 0o666)
+        for mig in gpu.migs:
+            for minor in (mig.gi_cap_minor, mig.ci_cap_minor):
+                _mknod(caps / f"nvidia-cap{minor}", majors.caps, minor, 0o444)
     _check_nodes_reach_no_driver(dev / "nvidiactl")
 
 

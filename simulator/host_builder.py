@@ -53,6 +53,10 @@ def create_simulated_host(directory: str | os.PathLike, *, gpus: int, model: str
         elif target.exists():
             target.rmdir()
         os.rename(staging, target)
+    except SimulatorError as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        # name the paths the user asked for, not the staging directory they never saw
+        raise SimulatorError(e.what, e.where.replace(str(staging), str(target))) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -12,6 +12,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,24 @@ def test_force_replaces_a_host_and_a_failed_build_leaves_nothing(host, tmp_path)
     assert failed.returncode == 1 and failed.stderr.startswith("nvidia-ctk: error: building ")
     assert len(failed.stderr.strip().splitlines()) == 1
     assert sorted(os.listdir(tmp_path)) == ["h"]      # no target, no staging directory
+
+
+@pytest.fixture
+def world_writable_dir():
+    # not under pytest's tmp_path: its parents are private to root, and nobody must reach this one
+    path = Path(tempfile.mkdtemp(prefix="nvsim-nobody-"))
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_without_root_the_error_names_the_device_node(world_writable_dir):
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv")
+    target = world_writable_dir / "h"
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                           sys.executable, "-m", "ctk.main", "simulate", "create", str(target)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 1
+    assert done.stderr == f"nvidia-ctk: error: making device nodes needs root (CAP_MKNOD) ({target}/dev/nvidiactl)\n"
+    assert os.listdir(world_writable_dir) == []
