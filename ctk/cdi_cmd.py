@@ -15,6 +15,7 @@ from ctk.errors import CliError
 SUBCOMMANDS = {
     "validate": "ctk.cdi_cmd:validate",
     "list": "ctk.cdi_cmd:list_devices",
+    "generate": "ctk.cdi_generate:generate",
 }
 
 
