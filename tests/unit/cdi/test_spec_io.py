@@ -172,3 +172,16 @@ def test_writer_refuses_hooks_without_env(tmp_path):
         write_spec(spec, tmp_path / "s.json")
     hook.env = ["PATH=/usr/bin:/bin"]
     write_spec(spec, tmp_path / "s.json")
+
+
+def test_render_spec_and_explicit_format(tmp_path):
+    from cdi.spec import render_spec
+
+    spec = full_spec()
+    assert json.loads(render_spec(spec, "<stdout>")) == spec.to_dict()
+    assert 'name: "1:0"' in render_spec(spec, "<stdout>", yaml_format=True)
+    path = write_spec(spec, tmp_path / "spec.out", yaml_format=True)
+    assert parse_spec_text(path.read_text(), str(path), yaml_format=True) == spec.to_dict()
+    bad = Spec(kind="v/c", devices=[Device(name="a b", container_edits=ContainerEdits(env=["A=1"]))])
+    with pytest.raises(SpecError, match=r"\(<stdout>\)"):
+        render_spec(bad, "<stdout>")
