@@ -4,6 +4,7 @@
  * binary (it is linked statically so that it runs in any container rootfs, busybox ones included;
  * the real tool needs the image's glibc). Exit codes follow the real tool: 0, 2 for bad arguments,
  * 6 when no GPU is visible, 9 when the driver cannot be reached. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t, unsigned int, nvm
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t, unsigned int *);
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t, unsigned int *);
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t, nvmlDeviceAttributes_t *);
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t, nvmlBrandType_t *);
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t, nvmlDeviceArchitecture_t *);
 
 #define WIDTH 89 /* between the outer bars of the table */
 
@@ -186,6 +189,105 @@ static int summary(unsigned int count)
     return 0;
 }
 
+/* One "key : value" line of `-q`, the colon in column 43 as in the real tool. */
+static void kv(int indent, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void kv(int indent, const char *key, const char *fmt, ...)
+{
+    char value[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof(value), fmt, ap);
+    va_end(ap);
+    printf("%*s%-*s: %s\n", indent, "", 42 - indent, key, value);
+}
+
+static const char *brand_name(nvmlBrandType_t brand)
+{
+    static const char *names[] = {"Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan",
+                                  "NVIDIA Virtual Applications", "NVIDIA Virtual PC", "NVIDIA Virtual Compute Server",
+                                  "NVIDIA RTX Virtual Workstation", "NVIDIA Cloud Gaming", "Quadro RTX",
+                                  "NVIDIA RTX", "NVIDIA"};
+    return brand < sizeof(names) / sizeof(names[0]) ? names[brand] : "Unknown";
+}
+
+static const char *architecture_name(nvmlDeviceArchitecture_t arch)
+{
+    static const char *names[] = {"Unknown", "Unknown", "Kepler", "Maxwell", "Pascal", "Volta", "Turing",
+                                  "Ampere", "Ada Lovelace", "Hopper", "Blackwell"};
+    return arch < sizeof(names) / sizeof(names[0]) ? names[arch] : "Unknown";
+}
+
+/* `-q`: the parts of the real report that scripts grep for. */
+static int report(unsigned int count)
+{
+    char driver[96], cuda[32], text[128];
+    time_t now = time(NULL);
+    nvmlSystemGetDriverVersion(driver, sizeof(driver));
+    cuda_version(cuda, sizeof(cuda));
+    printf("\n==============NVSMI LOG==============\n\n");
+    kv(0, "Timestamp", "%.24s", ctime(&now));
+    kv(0, "Driver Version", "%s", driver);
+    kv(0, "CUDA Version", "%s", cuda);
+    printf("\n");
+    kv(0, "Attached GPUs", "%u", count);
+    for (unsigned int i = 0; i < count; i++) {
+        nvmlDevice_t gpu, migs[8];
+        nvmlPciInfo_t pci;
+        nvmlMemory_t memory;
+        nvmlBrandType_t brand = 0;
+        nvmlDeviceArchitecture_t arch = 0;
+        unsigned int current = 0, pending = 0, minor = 0;
+        nvmlDeviceGetHandleByIndex_v2(i, &gpu);
+        nvmlDeviceGetPciInfo_v3(gpu, &pci);
+        nvmlDeviceGetMemoryInfo(gpu, &memory);
+        nvmlDeviceGetBrand(gpu, &brand);
+        nvmlDeviceGetArchitecture(gpu, &arch);
+        nvmlDeviceGetMinorNumber(gpu, &minor);
+        int mig_capable = nvmlDeviceGetMigMode(gpu, &current, &pending) == NVML_SUCCESS;
+        printf("GPU %s\n", pci.busId);
+        nvmlDeviceGetName(gpu, text, sizeof(text));
+        kv(4, "Product Name", "%s", text);
+        kv(4, "Product Brand", "%s", brand_name(brand));
+        kv(4, "Product Architecture", "%s", architecture_name(arch));
+        kv(4, "Persistence Mode", "Enabled");
+        printf("    MIG Mode\n");
+        kv(8, "Current", "%s", mig_capable ? (current ? "Enabled" : "Disabled") : "N/A");
+        kv(8, "Pending", "%s", mig_capable ? (pending ? "Enabled" : "Disabled") : "N/A");
+        nvmlDeviceGetSerial(gpu, text, sizeof(text));
+        kv(4, "Serial Number", "%s", text);
+        nvmlDeviceGetUUID(gpu, text, sizeof(text));
+        kv(4, "GPU UUID", "%s", text);
+        kv(4, "Minor Number", "%u", minor);
+        printf("    PCI\n");
+        kv(8, "Bus", "0x%02X", pci.bus);
+        kv(8, "Device", "0x%02X", pci.device);
+        kv(8, "Domain", "0x%04X", pci.domain);
+        kv(8, "Device Id", "0x%08X", pci.pciDeviceId);
+        kv(8, "Bus Id", "%s", pci.busId);
+        printf("    FB Memory Usage\n");
+        kv(8, "Total", "%llu MiB", memory.total >> 20);
+        kv(8, "Used", "%llu MiB", memory.used >> 20);
+        kv(8, "Free", "%llu MiB", memory.free >> 20);
+        kv(4, "Compute Mode", "Default");
+        unsigned int n = mig_devices(gpu, migs);
+        if (n)
+            printf("    MIG Devices\n");
+        for (unsigned int m = 0; m < n; m++) {
+            unsigned int gi = 0, ci = 0;
+            nvmlDeviceGetGpuInstanceId(migs[m], &gi);
+            nvmlDeviceGetComputeInstanceId(migs[m], &ci);
+            nvmlDeviceGetUUID(migs[m], text, sizeof(text));
+            printf("        MIG Device\n");
+            kv(12, "Index", "%u", m);
+            kv(12, "GPU Instance ID", "%u", gi);
+            kv(12, "Compute Instance ID", "%u", ci);
+            kv(12, "UUID", "%s", text);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
 /* --query-gpu=FIELD[,FIELD...] --format=csv[,noheader][,nounits] */
 static int query(unsigned int count, const char *fields, const char *format)
 {
@@ -247,6 +349,7 @@ static void usage(void)
            "nvidia-smi [OPTION]\n"
            "    -h,   --help                Print usage information and exit.\n"
            "    -L,   --list-gpus           Display a list of GPUs connected to the system.\n"
+           "    -q,   --query               Display GPU or Unit info.\n"
            "          --version             Print the version and exit.\n"
            "    --query-gpu=FIELDS          Information about GPUs (count, index, name, uuid, serial,\n"
            "                                pci.bus_id, driver_version, memory.total, mig.mode.current,\n"
@@ -256,12 +359,13 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int list = 0, version = 0;
+    int list = 0, version = 0, query_all = 0;
     const char *fields = NULL, *format = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-L") || !strcmp(a, "--list-gpus")) list = 1;
         else if (!strcmp(a, "--version")) version = 1;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--query")) query_all = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else if (!strncmp(a, "--query-gpu=", 12)) fields = a + 12;
         else if (!strncmp(a, "--format=", 9)) format = a + 9;
@@ -293,6 +397,8 @@ int main(int argc, char **argv)
         rc = 6;
     } else if (fields) {
         rc = query(count, fields, format);
+    } else if (query_all) {
+        rc = report(count);
     } else {
         rc = list ? list_gpus(count) : summary(count);
     }

@@ -135,6 +135,11 @@ def test_nvidia_smi_list_and_query(host):
     assert bare.stdout.split() == [g0["uuid"], g1["uuid"]]
     version = subprocess.run([smi, "--version"], capture_output=True, text=True)
     assert f"DRIVER version      : {V}" in version.stdout and "CUDA Version        : 12.4" in version.stdout
+    full = subprocess.run([smi, "-q"], capture_output=True, text=True).stdout
+    assert re.search(rf"^Driver Version +: {V}$", full, re.M) and re.search(r"^Attached GPUs +: 2$", full, re.M)
+    assert re.findall(r"^    GPU UUID +: (\S+)$", full, re.M) == [g0["uuid"], g1["uuid"]]
+    assert re.findall(r"^        Current +: (\w+)$", full, re.M) == ["Disabled", "Enabled"]
+    assert re.findall(r"^            UUID +: (\S+)$", full, re.M) == [m0["uuid"], m1["uuid"]]
     bad = subprocess.run([smi, "--bogus"], capture_output=True, text=True)
     assert bad.returncode == 2 and "Invalid combination of input arguments" in bad.stderr
     bad_field = subprocess.run([smi, "--query-gpu=nope", "--format=csv"], capture_output=True, text=True)
