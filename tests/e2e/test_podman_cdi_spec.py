@@ -26,7 +26,7 @@ def hand_made_spec(host_file, device_name: str) -> Spec:
                 container_edits=ContainerEdits(env=["GCT_CDI_COMMON=once"]))
 
 
-@pytest.mark.parametrize("device_name, suffix", [("dev0", ".json"), ("0", ".yaml")])
+@pytest.mark.parametrize("device_name, suffix", [("dev0", ".json"), ("0", ".yaml"), ("1:0", ".yaml")])
 def test_podman_runs_a_container_with_our_spec(cdi_podman, tmp_path, device_name, suffix):  # noqa: F811
     host_file = tmp_path / "hostfile"
     host_file.write_text("content of the host file\n")
