@@ -122,3 +122,24 @@ int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long o
 /* cgroup_devices.c: write one rule ("c 195:0 rw") to <hierarchy>/<cgroup>/<file> (devices.allow or
  * devices.deny); the cgroup path is walked beneath the hierarchy, which must be a cgroup v1 mount */
 int gct_cgroup_v1_device_rule(const char *hierarchy, const char *cgroup, const char *file, const char *rule);
+
+/* devcg_bpf.c: device cgroup v2 (eBPF). Access bits are the kernel's BPF_DEVCG_ACC_* values. */
+enum {
+    GCT_DEV_MKNOD = 1,
+    GCT_DEV_READ = 2,
+    GCT_DEV_WRITE = 4
+};
+struct gct_device_rule {
+    int allow;              /* 1 allow, 0 deny */
+    char type;              /* 'c', 'b' or 'a' (any) */
+    long long major;        /* -1: any */
+    long long minor;        /* -1: any */
+    unsigned int access;    /* GCT_DEV_* bits */
+};
+/* Builds a device program from rules (the last matching rule wins; nothing matched: the replaced
+ * program decides when keep_existing, else deny) and attaches it to <hierarchy>/<cgroup> in place of
+ * the program attached there (atomically; EBUSY when several are attached). */
+int gct_devcg_v2_install(const char *hierarchy, const char *cgroup, const struct gct_device_rule *rules,
+                         unsigned long nrules, int keep_existing);
+/* number of device programs attached to the cgroup */
+int gct_devcg_v2_count(const char *hierarchy, const char *cgroup);

@@ -100,7 +100,7 @@ def test_paths_that_leave_the_hierarchy_are_refused(cgroup, tmp_path):
 
 
 def test_rule_format_is_checked():
-    assert device_rule("c", 195, "*", "rwm") == "c 195:* rwm"
+    assert str(device_rule("c", 195, "*", "rwm")) == "c 195:* rwm"
     for bad in (("x", 1, 2), ("c", -1, 0), ("c", "1", 0), ("c", 1, 2, "rx"), ("c", 1, 2, "")):
         with pytest.raises(ValueError):
             device_rule(*bad)
