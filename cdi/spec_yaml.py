@@ -31,8 +31,10 @@ _PLAIN = "tag:cdi.invalid,2024:plain"
 # YAML 1.2 core schema
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
 _BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
-_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$")
+# bounded: longer digit strings stay text (Python refuses to convert > 4300 digits, the schema then says why)
+_INT = re.compile(r"^(?:[-+]?[0-9]{1,30}|0o[0-7]{1,30}|0x[0-9a-fA-F]{1,30})$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$")
 
 
 class PlainScalar(str):

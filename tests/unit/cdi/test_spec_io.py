@@ -185,3 +185,19 @@ def test_render_spec_and_explicit_format(tmp_path):
     bad = Spec(kind="v/c", devices=[Device(name="a b", container_edits=ContainerEdits(env=["A=1"]))])
     with pytest.raises(SpecError, match=r"\(<stdout>\)"):
         render_spec(bad, "<stdout>")
+
+
+def test_absurd_numbers_are_schema_errors_not_crashes(tmp_path):
+    from cdi.validate import check_spec_file
+
+    digits = "9" * 5000
+    path = tmp_path / "n.yaml"
+    path.write_text(f"cdiVersion: 0.5.0\nkind: v/c\ndevices:\n- name: d\n  containerEdits:\n"
+                    f"    deviceNodes: [{{path: /dev/x, major: {digits}}}]\n    other: {digits}\n")
+    spec, problems = check_spec_file(path)
+    assert spec is None and {p.rule for p in problems} == {"type", "additionalProperties"}
+    path = tmp_path / "n.json"
+    path.write_text('{"cdiVersion": "0.5.0", "kind": "v/c", "devices": [{"name": "d", "containerEdits": '
+                    '{"deviceNodes": [{"path": "/dev/x", "major": ' + digits + '}]}}]}')
+    spec, problems = check_spec_file(path)
+    assert spec is None and problems[0].rule == "parse"
