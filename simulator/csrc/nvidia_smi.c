@@ -163,7 +163,7 @@ static void mig_rows(unsigned int count)
 static int summary(unsigned int count)
 {
     static const int cells[] = {41, 24, 22};
-    char driver[96], cuda[32], text[128];
+    char driver[96], cuda[32], text[320];
     time_t now = time(NULL);
     nvmlSystemGetDriverVersion(driver, sizeof(driver));
     cuda_version(cuda, sizeof(cuda));
