@@ -195,8 +195,9 @@ def parse_config(text: str, source: str) -> Config:
 
     try:
         table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", source) from None
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, and what tomllib lets through (huge ints)
+        raise ConfigError(f"invalid TOML: {str(exc).splitlines()[0] if str(exc) else 'nested too deeply'}",
+                          source) from None
     config = _build(Config, table, "", source)
     try:
         parse_kind(config.cdi.default_kind)

@@ -107,6 +107,8 @@ def test_unknown_keys_are_warned_about(tmp_path, caplog):
     ('[nvidia-container-runtime.modes.cdi]\ndefault-kind = "no-slash"', "default-kind"),
     ('[features]\nallow-ldconfig-from-container = "yes"', "features.allow-ldconfig-from-container"),
     ('features = 1', "features must be a table"),
+    ("swarm-resource = " + "9" * 5000, "invalid TOML"),
+    ("a = " + "[" * 5000, "invalid TOML"),
 ])
 def test_broken_files_are_one_clear_error(tmp_path, content, message):
     path = tmp_path / "c.toml"
