@@ -12,6 +12,7 @@ from cdi.qualified_name import parse_qualified_name
 
 DEFAULT_PREFIX = "cdi.k8s.io/"
 MAX_ANNOTATION_NAME = 63  # Kubernetes' limit for the name part of a key
+MAX_DEVICES = 1024
 _KEY_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
 
@@ -35,6 +36,8 @@ def devices_from_annotations(annotations: dict, prefixes: tuple[str, ...] | list
                 raise RequestError(f"invalid CDI device in annotation: {exc}", key) from None
             if item not in names:
                 names.append(item)
+                if len(names) > MAX_DEVICES:
+                    raise RequestError(f"more than {MAX_DEVICES} CDI devices in annotations", key)
     return tuple(names)
 
 

@@ -95,6 +95,11 @@ def test_annotations_take_precedence():
     assert result.cdi_device_names() == ["nvidia.com/gpu=0", "x.com/y=z", "nvidia.com/gpu=1"]
 
 
+def test_too_many_annotated_devices():
+    with pytest.raises(RequestError, match="more than 1024"):
+        request(annotations={"cdi.k8s.io/x": ",".join(f"nvidia.com/gpu={i}" for i in range(1100))})
+
+
 def test_configured_annotation_prefixes():
     config = parse_config('[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = ["example.io/"]\n', "c")
     result = resolve_device_request(oci(annotations={"cdi.k8s.io/a": "nvidia.com/gpu=0",
