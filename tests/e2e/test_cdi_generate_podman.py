@@ -1,0 +1,131 @@
+"""`nvidia-ctk cdi generate` on a simulated host (2 GPUs, GPU 1 in MIG mode with two MIG devices),
+run by real podman 4.3 (runc): each CDI name gives the container exactly its devices, the driver
+libraries with their links (made by nvidia-cdi-hook at createContainer), libcuda.so.1 in the
+container's ld cache, and an nvidia-smi that lists what was asked for.
+
+The image is built here without a registry: busybox + the host's glibc + a static ldconfig.
+The spec goes to /var/run/cdi under a unique name and is removed afterwards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cdi.validate import load_spec_file
+from tests.e2e.engines import short_tempdir, start_podman, stop_podman
+from tests.e2e.podman_env import ensure_hugetlb_on_v1, installed_spec
+from tests.e2e.rootfs import make_rootfs, rootfs_tar
+
+pytestmark = pytest.mark.e2e
+
+BIN = Path(sys.executable).parent
+NVIDIA_CTK = str(BIN / "nvidia-ctk")
+IMAGE = "localhost/gct-glibc:latest"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+VERSION = "550.54.15"
+# What the container reports about itself; one command per run keeps the podman runs few.
+PROBE = ("ls /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-caps/* 2>/dev/null | sed 's/^/node /'; "
+         f"for l in {LIBDIR}/libcuda.so.1 {LIBDIR}/libcuda.so {LIBDIR}/libnvidia-ml.so.1; do "
+         "echo \"link $l -> $(readlink $l)\"; done; "
+         "ldconfig -p | grep -q 'libcuda.so.1 .*=> " + LIBDIR + "/libcuda.so.1' && echo ldcache-ok; "
+         "echo \"env NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES\"; "
+         "nvidia-smi -L | sed 's/^/smi /'")
+
+
+@pytest.fixture(scope="module")
+def setup():
+    if os.geteuid() != 0:
+        pytest.skip("podman e2e needs root")
+    for program in ("podman", "runc", "gcc"):
+        if shutil.which(program) is None:
+            pytest.skip(f"not installed: {program}")
+    if not (BIN / "nvidia-cdi-hook").exists():
+        pytest.skip("nvidia-cdi-hook launcher not installed (run `make venv`)")
+    ensure_hugetlb_on_v1()
+    work = short_tempdir("gct-cdigen-")
+    podman = None
+    try:
+        host = work / "host"
+        subprocess.run([NVIDIA_CTK, "simulate", "create", str(host), "--gpus", "2", "--mig", "1=1g.5gb,1g.5gb"],
+                       check=True, capture_output=True)
+        spec_file = work / "nvidia.yaml"
+        subprocess.run([NVIDIA_CTK, "cdi", "generate", "--driver-root", str(host), "--output", str(spec_file)],
+                       check=True, capture_output=True)
+        marker = json.loads((host / ".nvidia-simulated-host.json").read_text())
+        hooks = work / "hooks.d"
+        hooks.mkdir()
+        (work / "p").mkdir()
+        podman = start_podman(hooks, workdir=work / "p")
+        tar = rootfs_tar(make_rootfs(work / "rootfs", glibc=True), work / "rootfs.tar")
+        podman("import", str(tar), IMAGE)
+        with installed_spec(load_spec_file(spec_file), ".yaml"):
+            yield podman, marker["inventory"]
+    finally:
+        if podman is not None:
+            stop_podman(podman)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(podman, device: str, image: str = IMAGE) -> list[str]:
+    result = podman("run", "--rm", "--network", "none", "--device", f"nvidia.com/gpu={device}", image,
+                    "sh", "-c", PROBE, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def nodes(lines: list[str]) -> set[str]:
+    return {line.split(" ", 1)[1] for line in lines if line.startswith("node ")}
+
+
+def smi(lines: list[str]) -> list[str]:
+    return [line[4:] for line in lines if line.startswith("smi ")]
+
+
+def test_gpu_0_gets_its_node_the_libraries_and_nvidia_smi_sees_only_it(setup):
+    podman, inventory = setup
+    lines = run(podman, "0")
+    assert nodes(lines) == {"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"}
+    assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
+    assert f"link {LIBDIR}/libcuda.so -> libcuda.so.1" in lines
+    assert f"link {LIBDIR}/libnvidia-ml.so.1 -> libnvidia-ml.so.{VERSION}" in lines
+    assert "ldcache-ok" in lines
+    assert "env NVIDIA_VISIBLE_DEVICES=void" in lines
+    gpu0 = inventory["gpus"][0]
+    listed = smi(lines)
+    assert len(listed) == 1 and listed[0].startswith("GPU 0:") and gpu0["uuid"] in listed[0], listed
+
+
+@pytest.mark.parametrize("by", ["index", "uuid"])
+def test_mig_device_gets_parent_node_and_its_two_cap_nodes_only(setup, by):
+    podman, inventory = setup
+    mig0, mig1 = inventory["gpus"][1]["mig_devices"]
+    lines = run(podman, "1:0" if by == "index" else mig0["uuid"])
+    expected = {"/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm",
+                f"/dev/nvidia-caps/nvidia-cap{mig0['gi_cap_minor']}",
+                f"/dev/nvidia-caps/nvidia-cap{mig0['ci_cap_minor']}"}
+    assert nodes(lines) == expected  # nothing of GPU 0, nothing of the other MIG device
+    assert f"nvidia-cap{mig1['gi_cap_minor']}" not in "\n".join(lines)
+    listed = "\n".join(smi(lines))
+    assert mig0["uuid"] in listed and mig1["uuid"] not in listed
+    assert inventory["gpus"][0]["uuid"] not in listed
+
+
+def test_all_gets_every_device(setup):
+    podman, inventory = setup
+    lines = run(podman, "all")
+    caps = {f"/dev/nvidia-caps/nvidia-cap{m[k]}" for m in inventory["gpus"][1]["mig_devices"]
+            for k in ("gi_cap_minor", "ci_cap_minor")}
+    assert nodes(lines) == {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"} | caps
+    listed = "\n".join(smi(lines))
+    for gpu in inventory["gpus"]:
+        assert gpu["uuid"] in listed
+    for mig in inventory["gpus"][1]["mig_devices"]:
+        assert mig["uuid"] in listed
+    assert "ldcache-ok" in lines
+
