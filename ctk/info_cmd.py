@@ -15,9 +15,16 @@ _CSV_FIELDS = ("kind", "gpu", "mig", "minor", "model", "brand", "uuid", "pci_bus
                "memory_total")
 
 
-def _config_root() -> str | None:
-    from cdi.config import load_config
+def _config_root(driver_root: str | None) -> str | None:
+    """config.toml's driver root, read only when neither the flag nor the environment gives one
+    (a broken config file must not stop `info --driver-root DIR`)."""
+    import os
 
+    from cdi.config import load_config
+    from cdi.driver_root import DRIVER_ROOT_ENV
+
+    if driver_root or os.environ.get(DRIVER_ROOT_ENV):
+        return None
     return load_config().nvidia_container_cli.root or None
 
 
@@ -33,7 +40,7 @@ def info(driver_root: str | None, output_format: str) -> None:
     from cdi.nvml import load_inventory
 
     try:
-        root = resolve_driver_root(driver_root, _config_root())
+        root = resolve_driver_root(driver_root, _config_root(driver_root))
         inventory = load_inventory(root)
     except CdiError as e:
         raise CliError(e.what, e.where) from None

@@ -74,3 +74,12 @@ def test_help_lists_both_commands():
     done = ctk("--help")
     assert done.returncode == 0 and "info" in done.stdout and "simulate" in done.stdout
     assert "--mig" in ctk("simulate", "create", "--help").stdout
+
+
+def test_a_broken_config_only_matters_when_it_is_consulted(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("this is [not toml")
+    env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(config), "NVIDIA_CTK_DRIVER_ROOT": ""}
+    assert_one_line_error(ctk("info", env=env), str(config))
+    # with an explicit root the config is not read: the error is about that root instead
+    assert_one_line_error(ctk("info", "--driver-root", str(tmp_path), env=env), "libnvidia-ml.so.1 not found")
