@@ -1,0 +1,164 @@
+"""cdi.discover over a simulated host: per-device and common edits, the hook entry, naming."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+
+import pytest
+
+from cdi.discover import (ALL_DEVICE, HOOK_ENV, DiscoveryError, EditsBuilder, build_edits, build_spec_devices,
+                          default_hook_path, device_names)
+from cdi.selection import Selection
+from hook.cdi_hook import parse_args
+from tests.unit.cdi_generate.conftest import VERSION
+
+HOOK = "/opt/test/bin/nvidia-cdi-hook"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+def builder(host, inventory, caps=("compute", "utility"), **kw):
+    return EditsBuilder(str(host), inventory, caps, hook_path=HOOK, **kw)
+
+
+def node_summary(edits):
+    return [(n.path, n.host_path, n.type, n.major, n.minor) for n in edits.device_nodes]
+
+
+def host_numbers(path):
+    st = os.stat(path)
+    assert stat.S_ISCHR(st.st_mode)
+    return os.major(st.st_rdev), os.minor(st.st_rdev)
+
+
+def test_a_gpu_gets_exactly_its_node_with_host_path_and_numbers(sim_host, sim_inventory):
+    edits = builder(sim_host, sim_inventory).device_edits(sim_inventory.gpus[0])
+    host_path = f"{sim_host}/dev/nvidia0"
+    assert node_summary(edits) == [("/dev/nvidia0", host_path, "c", *host_numbers(host_path))]
+    assert not edits.mounts and not edits.hooks and not edits.env
+
+
+def test_a_mig_device_gets_its_parents_node_and_its_own_two_cap_nodes(sim_host, sim_inventory):
+    mig0, mig1 = sim_inventory.gpus[1].mig_devices
+    edits = builder(sim_host, sim_inventory).device_edits(mig0)
+    paths = [n.path for n in edits.device_nodes]
+    assert paths == ["/dev/nvidia1", f"/dev/nvidia-caps/nvidia-cap{mig0.gi_cap_minor}",
+                     f"/dev/nvidia-caps/nvidia-cap{mig0.ci_cap_minor}"]
+    for node in edits.device_nodes:
+        assert node.host_path == f"{sim_host}{node.path}"
+        assert (node.major, node.minor) == host_numbers(node.host_path)
+    assert not {f"/dev/nvidia-caps/nvidia-cap{mig1.gi_cap_minor}", "/dev/nvidia0"} & set(paths)
+
+
+@pytest.mark.parametrize("caps, expected", [
+    (("utility",), ["/dev/nvidiactl"]),
+    (("compute", "utility"), ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]),
+    (("display",), ["/dev/nvidiactl", "/dev/nvidia-modeset"]),
+    (("all",), ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]),
+])
+def test_control_nodes_follow_the_capabilities(sim_host, sim_inventory, caps, expected):
+    common = builder(sim_host, sim_inventory, caps).common_edits()
+    assert [n.path for n in common.device_nodes] == expected
+    assert common.env == ["NVIDIA_VISIBLE_DEVICES=void"]
+
+
+def test_driver_files_are_mounted_read_only_and_never_noexec(sim_host, sim_inventory):
+    common = builder(sim_host, sim_inventory).common_edits()
+    by_path = {m.container_path: m for m in common.mounts}
+    lib = by_path[f"{LIBDIR}/libcuda.so.{VERSION}"]
+    assert lib.host_path == f"{sim_host}{LIBDIR}/libcuda.so.{VERSION}"
+    assert lib.options == ["ro", "nosuid", "nodev", "bind"]
+    assert by_path["/usr/bin/nvidia-smi"].options == ["ro", "nosuid", "nodev", "bind"]
+    assert "/var/run/nvidia-persistenced/socket" in by_path
+    assert any(p.startswith(f"/lib/firmware/nvidia/{VERSION}/gsp") for p in by_path)
+    for mount in common.mounts:
+        if ".so." in mount.container_path or mount.container_path.startswith("/usr/bin/"):
+            assert "noexec" not in mount.options, mount
+    assert all(os.path.exists(m.host_path) for m in common.mounts)
+
+
+def test_one_hook_entry_makes_every_link_and_updates_the_ld_cache(sim_host, sim_inventory):
+    b = builder(sim_host, sim_inventory)
+    (hook,) = b.common_edits().hooks
+    assert hook.hook_name == "createContainer" and hook.path == HOOK
+    assert hook.env == list(HOOK_ENV) and hook.env[0].startswith("PATH=")
+    assert hook.args[0] == "nvidia-cdi-hook"
+    tasks = parse_args(hook.args[1:])  # what the hook program will do with these args
+    assert not tasks.warnings
+    assert ("libcuda.so." + VERSION, f"{LIBDIR}/libcuda.so.1") in tasks.links
+    assert ("libcuda.so.1", f"{LIBDIR}/libcuda.so") in tasks.links
+    assert set(tasks.links) == {(link.target, link.path) for link in b.driver_files.symlinks}
+    assert tasks.update_ldcache and tasks.folders == [LIBDIR]
+    assert tasks.ldconfig == "/sbin/ldconfig"
+
+
+def test_a_configured_ldconfig_reaches_the_hook_as_a_host_path(sim_host, sim_inventory):
+    (hook,) = builder(sim_host, sim_inventory, ldconfig="/usr/sbin/ldconfig.real").common_edits().hooks
+    assert hook.args[-2:] == ["--ldconfig-path", "@/usr/sbin/ldconfig.real"]
+    assert parse_args(hook.args[1:]).ldconfig == "/usr/sbin/ldconfig.real"
+
+
+def test_common_edits_are_a_copy_each_time(sim_host, sim_inventory):
+    b = builder(sim_host, sim_inventory)
+    first = b.common_edits()
+    first.env.append("X=1")
+    assert b.common_edits().env == ["NVIDIA_VISIBLE_DEVICES=void"]
+
+
+def test_edits_for_a_request_hold_common_edits_once_and_shared_nodes_once(sim_host, sim_inventory):
+    migs = sim_inventory.gpus[1].mig_devices
+    edits = build_edits(str(sim_host), sim_inventory, ["compute", "utility"], Selection((), migs), hook_path=HOOK)
+    paths = [n.path for n in edits.device_nodes]
+    assert paths.count("/dev/nvidia1") == 1 and len(paths) == len(set(paths))
+    assert {f"/dev/nvidia-caps/nvidia-cap{m.gi_cap_minor}" for m in migs} <= set(paths)
+    assert len(edits.hooks) == 1 and edits.env == ["NVIDIA_VISIBLE_DEVICES=void"]
+
+
+def test_a_missing_gpu_node_is_an_error_naming_it(sim_host, sim_inventory):
+    ghost = dataclasses.replace(sim_inventory.gpus[0], index=7, minor=7)
+    with pytest.raises(DiscoveryError) as err:
+        builder(sim_host, sim_inventory).device_edits(ghost)
+    assert err.value.where == f"{sim_host}/dev/nvidia7" and "GPU 7" in err.value.what
+
+
+def test_an_unknown_capability_is_an_error(sim_host, sim_inventory):
+    with pytest.raises(DiscoveryError, match="unknown driver capability 'gpu'"):
+        builder(sim_host, sim_inventory, ("gpu",))
+
+
+@pytest.mark.parametrize("strategies, gpu1, mig10", [
+    (["index"], ["1"], ["1:0"]),
+    (["uuid"], ["GPU-"], ["MIG-"]),
+    (["type-index"], ["gpu1"], ["mig1:0"]),
+    (["index", "uuid", "index"], ["1", "GPU-"], ["1:0", "MIG-"]),
+])
+def test_device_names_per_strategy(sim_inventory, strategies, gpu1, mig10):
+    gpu, mig = sim_inventory.gpus[1], sim_inventory.gpus[1].mig_devices[0]
+    got_gpu, got_mig = device_names(gpu, strategies), device_names(mig, strategies)
+    assert [n if not n.startswith("GPU-") else "GPU-" for n in got_gpu] == gpu1
+    assert [n if not n.startswith("MIG-") else "MIG-" for n in got_mig] == mig10
+    if "uuid" in strategies:
+        assert gpu.uuid in got_gpu and mig.uuid in got_mig
+
+
+def test_an_unknown_strategy_is_an_error(sim_inventory):
+    with pytest.raises(DiscoveryError, match="unknown device name strategy 'name'"):
+        device_names(sim_inventory.gpus[0], ["name"])
+
+
+def test_spec_devices_and_the_all_device(sim_host, sim_inventory):
+    devices = build_spec_devices(builder(sim_host, sim_inventory), strategies=["index"])
+    assert [d.name for d in devices] == ["0", "1", "1:0", "1:1", ALL_DEVICE]
+    every = [n.path for n in devices[-1].container_edits.device_nodes]
+    assert len(every) == len(set(every)) == 2 + 4  # two GPU nodes, two cap nodes per MIG device
+    assert not build_spec_devices(builder(sim_host, sim_inventory), all_device=False)[-1].name == ALL_DEVICE
+
+
+def test_default_hook_path_is_next_to_the_running_program(tmp_path):
+    program = tmp_path / "nvidia-ctk"
+    hook = tmp_path / "nvidia-cdi-hook"
+    program.write_text("")
+    assert default_hook_path(str(program)) != str(hook)
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    assert default_hook_path(str(program)) == str(hook)
