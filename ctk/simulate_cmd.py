@@ -25,9 +25,11 @@ def simulate() -> None:
 @click.option("--mig", "mig", multiple=True, metavar="GPU=PROFILE[,PROFILE...]",
               help="Enable MIG on GPU (an index) with these GPU instance profiles, e.g. 1=3g.20gb,1g.5gb. "
                    "Repeat for more GPUs; at most 7 MIG devices per GPU.")
+@click.option("--imex-channels", type=int, default=0, show_default=True, metavar="N",
+              help="Create IMEX channel nodes channel0..N-1 (nvidia-caps-imex-channels).")
 @click.option("--force", is_flag=True, help="Replace a simulated host that already exists in DIRECTORY.")
 def create(directory: str, gpus: int, model: str, driver_version: str, cuda_version: str,
-           mig: tuple[str, ...], force: bool) -> None:
+           mig: tuple[str, ...], imex_channels: int, force: bool) -> None:
     """Build a simulated GPU host in DIRECTORY (needs root for mknod, and gcc).
 
     Use it wherever a driver root is accepted: --driver-root DIRECTORY, NVIDIA_CTK_DRIVER_ROOT or
@@ -38,7 +40,8 @@ def create(directory: str, gpus: int, model: str, driver_version: str, cuda_vers
 
     try:
         host = create_simulated_host(directory, gpus=gpus, model=model, driver_version=driver_version,
-                                     cuda_version=cuda_version, mig_options=list(mig), force=force)
+                                     cuda_version=cuda_version, mig_options=list(mig),
+                                     imex_channels=imex_channels, force=force)
     except SimulatorError as e:
         raise CliError(e.what, e.where) from None
     migs = sum(len(g.migs) for g in host.gpus)

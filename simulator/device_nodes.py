@@ -3,8 +3,8 @@
 Opening a node whose major belongs to a live driver talks to that driver (on some machines one of
 the dynamic majors is the watchdog, which arms when opened). So every major is checked against
 /proc/devices: nvidia* keep the real 195 when it is free (a driverless 195:x opens with ENXIO, which
-device-cgroup tests rely on); nvidia-uvm and nvidia-caps take majors from the ranges reserved for
-local use that the kernel never hands out dynamically (120-127, then 60-63).
+device-cgroup tests rely on); nvidia-uvm, nvidia-caps and nvidia-caps-imex-channels take majors from
+the ranges reserved for local use that the kernel never hands out dynamically (120-127, then 60-63).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ class Majors:
     nvidia: int
     uvm: int
     caps: int
+    imex: int
 
 
 def used_char_majors(proc_devices: str = "/proc/devices") -> set[int]:
@@ -48,9 +49,9 @@ def used_char_majors(proc_devices: str = "/proc/devices") -> set[int]:
 def choose_majors(used: set[int]) -> Majors:
     free = [m for m in _LOCAL_MAJORS if m not in used]
     nvidia = NVIDIA_MAJOR if NVIDIA_MAJOR not in used else (free.pop(0) if free else None)
-    if nvidia is None or len(free) < 2:
+    if nvidia is None or len(free) < 3:
         raise SimulatorError("no free character device majors for the simulated driver", "/proc/devices")
-    return Majors(nvidia=nvidia, uvm=free[0], caps=free[1])
+    return Majors(nvidia=nvidia, uvm=free[0], caps=free[1], imex=free[2])
 
 
 def _mknod(path: Path, major: int, minor: int, mode: int) -> None:
@@ -76,6 +77,11 @@ def make_device_nodes(root: Path, host: SimHost, majors: Majors) -> None:
         for mig in gpu.migs:
             for minor in (mig.gi_cap_minor, mig.ci_cap_minor):
                 _mknod(caps / f"nvidia-cap{minor}", majors.caps, minor, 0o444)
+    if host.imex_channels:
+        channels = dev / "nvidia-caps-imex-channels"
+        channels.mkdir()
+        for channel in range(host.imex_channels):
+            _mknod(channels / f"channel{channel}", majors.imex, channel, 0o666)
     _check_nodes_reach_no_driver(dev / "nvidiactl")
 
 

@@ -34,12 +34,12 @@ MARKER_FORMAT = 1
 
 def create_simulated_host(directory: str | os.PathLike, *, gpus: int, model: str, driver_version: str,
                           cuda_version: str, mig_options: list[str] | tuple[str, ...] = (),
-                          force: bool = False) -> SimHost:
+                          imex_channels: int = 0, force: bool = False) -> SimHost:
     target = Path(os.path.abspath(directory))
     if target == Path("/"):
         raise SimulatorError("refusing to build a simulated host over /", str(target))
     replace = _check_target(target, force)
-    host = build_host_spec(str(target), gpus, model, driver_version, cuda_version, mig_options)
+    host = build_host_spec(str(target), gpus, model, driver_version, cuda_version, mig_options, imex_channels)
     majors = device_nodes.choose_majors(device_nodes.used_char_majors())
     native_build.compiler()  # fail before creating anything when there is no compiler
 
@@ -116,7 +116,8 @@ def _populate(root: Path, host: SimHost, majors: device_nodes.Majors) -> None:
     _bind_socket(root / "run/nvidia-persistenced", "socket")
     _make_ld_cache(root)
     marker = {"simulated_host": True, "format": MARKER_FORMAT, "created_by": "nvidia-ctk simulate create",
-              "majors": {"nvidia": majors.nvidia, "nvidia-uvm": majors.uvm, "nvidia-caps": majors.caps},
+              "majors": {"nvidia": majors.nvidia, "nvidia-uvm": majors.uvm, "nvidia-caps": majors.caps,
+                         "nvidia-caps-imex-channels": majors.imex},
               "inventory": host.to_json()}
     (root / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n")
 

@@ -13,6 +13,7 @@ from simulator.models import DEFAULT_MODEL, MODELS, GpuModel, MigProfile, find_m
 
 MAX_GPUS = 16
 MAX_MIG_DEVICES = 7
+MAX_IMEX_CHANNELS = 2048   # the driver's default NVreg_ImexChannelCount
 DEFAULT_GPUS = 2
 DEFAULT_DRIVER_VERSION = "550.54.15"
 DEFAULT_CUDA_VERSION = "12.4"
@@ -69,6 +70,7 @@ class SimHost:
     driver_version: str
     cuda_version: str
     gpus: tuple[SimGpu, ...] = field(default_factory=tuple)
+    imex_channels: int = 0     # /dev/nvidia-caps-imex-channels/channel0..N-1
 
     @property
     def cuda_version_int(self) -> int:
@@ -88,7 +90,8 @@ class SimHost:
                     "placement": {"start": m.placement_start, "size": m.placement_size},
                 } for m in g.migs],
             })
-        return {"driver_version": self.driver_version, "cuda_version": self.cuda_version, "gpus": gpus}
+        return {"driver_version": self.driver_version, "cuda_version": self.cuda_version,
+                "imex_channels": self.imex_channels, "gpus": gpus}
 
 
 def gi_cap_minor(gpu_minor: int, gi: int) -> int:
@@ -167,7 +170,7 @@ def _parse_cuda_version(text: str) -> str:
 
 def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = DEFAULT_MODEL,
                     driver_version: str = DEFAULT_DRIVER_VERSION, cuda_version: str = DEFAULT_CUDA_VERSION,
-                    mig_options: list[str] | tuple[str, ...] = ()) -> SimHost:
+                    mig_options: list[str] | tuple[str, ...] = (), imex_channels: int = 0) -> SimHost:
     """Validate the options and decide every id. `root_key` (the host's absolute path) seeds the
     UUIDs, so a host rebuilt at the same place gets the same UUIDs and two hosts never share them."""
     if not 1 <= gpus <= MAX_GPUS:
@@ -180,6 +183,8 @@ def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = D
         raise SimulatorError(f"invalid driver version {driver_version!r}, expected e.g. 550.54.15",
                              "--driver-version")
     cuda_version = _parse_cuda_version(cuda_version)
+    if not 0 <= imex_channels <= MAX_IMEX_CHANNELS:
+        raise SimulatorError(f"{imex_channels} IMEX channels asked, at most {MAX_IMEX_CHANNELS}", "--imex-channels")
     mig = parse_mig_options(list(mig_options), gpus, model)
 
     namespace = uuid.uuid5(uuid.NAMESPACE_URL, f"nvidia-simulated-host:{root_key}")
@@ -198,5 +203,6 @@ def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = D
         result.append(SimGpu(index=index, minor=minor, uuid=f"GPU-{uuid.uuid5(namespace, f'gpu{index}')}",
                              model=model, pci_bus=_PCI_BUSES[index], mig_enabled=index in mig,
                              migs=tuple(migs)))
-    return SimHost(driver_version=driver_version, cuda_version=cuda_version, gpus=tuple(result))
+    return SimHost(driver_version=driver_version, cuda_version=cuda_version, gpus=tuple(result),
+                   imex_channels=imex_channels)
 

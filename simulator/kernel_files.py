@@ -67,7 +67,7 @@ def proc_devices_text(host_proc_devices: str, majors: Majors) -> str:
         elif line.strip() and section is not None:
             section.append(line)
     for major, name in ((majors.nvidia, "nvidia-frontend"), (majors.uvm, "nvidia-uvm"),
-                        (majors.caps, "nvidia-caps")):
+                        (majors.caps, "nvidia-caps"), (majors.imex, "nvidia-caps-imex-channels")):
         char.append(f"{major:3d} {name}")
     char.sort(key=lambda entry: int(entry.split()[0]))
     return "Character devices:\n" + "\n".join(char) + "\n\nBlock devices:\n" + "\n".join(block) + "\n"

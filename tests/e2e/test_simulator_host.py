@@ -45,7 +45,7 @@ def host(tmp_path_factory):
     if os.geteuid() != 0 or not shutil.which("gcc"):
         pytest.skip("a simulated host needs root (mknod) and gcc")
     root = tmp_path_factory.mktemp("cli") / "host"
-    done = ctk("simulate", "create", str(root), "--mig", "1=3g.20gb,1g.5gb")
+    done = ctk("simulate", "create", str(root), "--mig", "1=3g.20gb,1g.5gb", "--imex-channels", "2")
     assert done.returncode == 0, done.stderr
     assert "2 x NVIDIA A100-SXM4-40GB, 2 MIG devices" in done.stdout
     data = json.loads((root / ".nvidia-simulated-host.json").read_text())
@@ -57,14 +57,17 @@ def test_device_nodes_use_free_majors_and_real_minors(host):
     root, inv, majors = host
     used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()[1:]
             if line.strip()}
-    assert not {majors["nvidia"], majors["nvidia-uvm"], majors["nvidia-caps"]} & used
+    chosen = {majors["nvidia"], majors["nvidia-uvm"], majors["nvidia-caps"], majors["nvidia-caps-imex-channels"]}
+    assert len(chosen) == 4 and not chosen & used
     if 195 not in used:
         assert majors["nvidia"] == 195
     expected = {"nvidiactl": (majors["nvidia"], 255), "nvidia-modeset": (majors["nvidia"], 254),
                 "nvidia0": (majors["nvidia"], 0), "nvidia1": (majors["nvidia"], 1),
                 "nvidia-uvm": (majors["nvidia-uvm"], 0), "nvidia-uvm-tools": (majors["nvidia-uvm"], 1),
                 "nvidia-caps/nvidia-cap1": (majors["nvidia-caps"], 1),
-                "nvidia-caps/nvidia-cap2": (majors["nvidia-caps"], 2)}
+                "nvidia-caps/nvidia-cap2": (majors["nvidia-caps"], 2),
+                "nvidia-caps-imex-channels/channel0": (majors["nvidia-caps-imex-channels"], 0),
+                "nvidia-caps-imex-channels/channel1": (majors["nvidia-caps-imex-channels"], 1)}
     for mig in inv["gpus"][1]["mig_devices"]:
         for key in ("gi_cap_minor", "ci_cap_minor"):
             expected[f"nvidia-caps/nvidia-cap{mig[key]}"] = (majors["nvidia-caps"], mig[key])

@@ -73,6 +73,8 @@ def test_profiles_by_id_and_other_models():
     ({"driver_version": "550"}, "--driver-version", "invalid driver version"),
     ({"driver_version": "550.54.15; rm"}, "--driver-version", "invalid driver version"),
     ({"cuda_version": "twelve"}, "--cuda-version", "invalid CUDA version"),
+    ({"imex_channels": -1}, "--imex-channels", "IMEX channels"),
+    ({"imex_channels": 2049}, "--imex-channels", "at most 2048"),
     ({"mig_options": ["1"]}, "--mig 1", "expected GPU=PROFILE"),
     ({"mig_options": ["a=1g.5gb"]}, "--mig a=1g.5gb", "expected GPU=PROFILE"),
     ({"mig_options": ["1="]}, "--mig 1=", "expected GPU=PROFILE"),

@@ -22,10 +22,10 @@ Block devices:
 
 
 def test_majors_keep_195_when_free_and_avoid_every_used_major(tmp_path):
-    assert choose_majors({1, 4, 249}) == Majors(nvidia=195, uvm=120, caps=121)
+    assert choose_majors({1, 4, 249}) == Majors(nvidia=195, uvm=120, caps=121, imex=122)
     taken = choose_majors({195, 120, 122})
-    assert taken.nvidia not in {195, 120, 122} and len({taken.nvidia, taken.uvm, taken.caps}) == 3
-    assert {taken.uvm, taken.caps}.isdisjoint({195, 120, 122})
+    chosen = {taken.nvidia, taken.uvm, taken.caps, taken.imex}
+    assert len(chosen) == 4 and chosen.isdisjoint({195, 120, 122})
     with pytest.raises(SimulatorError, match="no free character device majors"):
         choose_majors(set(range(0, 512)))
 
@@ -37,9 +37,10 @@ def test_used_majors_come_from_the_character_section_only(tmp_path):
 
 
 def test_proc_devices_adds_the_driver_majors_to_the_character_section():
-    text = proc_devices_text(PROC_DEVICES, Majors(nvidia=195, uvm=120, caps=121))
+    text = proc_devices_text(PROC_DEVICES, Majors(nvidia=195, uvm=120, caps=121, imex=122))
     char, block = text.split("Block devices:")
     assert "195 nvidia-frontend" in char and "120 nvidia-uvm" in char and "121 nvidia-caps" in char
+    assert "122 nvidia-caps-imex-channels" in char
     assert "nvidia" not in block and "254 virtblk" in block
     majors = [int(line.split()[0]) for line in char.splitlines()[1:] if line.strip()]
     assert majors == sorted(majors)
@@ -60,7 +61,7 @@ def test_mig_minors_lists_every_gi_and_ci_with_the_real_layout(tmp_path):
 
 def test_kernel_files_describe_each_gpu_and_each_mig_instance():
     host = build_host_spec("/x", gpus=2, driver_version="535.104.05", mig_options=["1=3g.20gb"])
-    files = kernel_files(host, Majors(195, 120, 121), PROC_DEVICES)
+    files = kernel_files(host, Majors(195, 120, 121, 122), PROC_DEVICES)
     assert "Kernel Module  535.104.05" in files["proc/driver/nvidia/version"]
     assert "DeviceFileMode: 438" in files["proc/driver/nvidia/params"]
     info = files["proc/driver/nvidia/gpus/0000:0f:00.0/information"]
