@@ -1,0 +1,145 @@
+"""`nvidia-ctk cdi generate` as users run it (a subprocess: one NVML per process)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdi.spec_version import minimum_version_of, version_key
+from cdi.validate import validate_document
+
+NVIDIA_CTK = str(Path(sys.executable).parent / "nvidia-ctk")
+
+
+def generate(*args, env=None, check=True):
+    result = subprocess.run([NVIDIA_CTK, "cdi", "generate", *args], capture_output=True, text=True,
+                            env={**os.environ, **(env or {})}, timeout=60)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def spec_of(host, *args, fmt="json"):
+    out = generate("--driver-root", str(host), "--format", fmt, *args).stdout
+    return json.loads(out) if fmt == "json" else yaml.safe_load(out)
+
+
+def names(document):
+    return [d["name"] for d in document["devices"]]
+
+
+@pytest.fixture(scope="module")
+def uuids(sim_inventory):
+    gpu0, gpu1 = sim_inventory.gpus
+    return gpu0.uuid, gpu1.uuid, gpu1.mig_devices[0].uuid, gpu1.mig_devices[1].uuid
+
+
+@pytest.mark.parametrize("strategies, expected", [
+    ([], ["0", "G0", "1", "G1", "1:0", "M0", "1:1", "M1", "all"]),          # default: index and uuid
+    (["index"], ["0", "1", "1:0", "1:1", "all"]),
+    (["uuid"], ["G0", "G1", "M0", "M1", "all"]),
+    (["type-index"], ["gpu0", "gpu1", "mig1:0", "mig1:1", "all"]),
+])
+def test_names_for_each_strategy(sim_host, uuids, strategies, expected):
+    args = [a for s in strategies for a in ("--device-name-strategy", s)]
+    document = spec_of(sim_host, *args)
+    by_alias = dict(zip(("G0", "G1", "M0", "M1"), uuids))
+    assert names(document) == [by_alias.get(n, n) for n in expected]
+    assert document["kind"] == "nvidia.com/gpu"
+
+
+def test_yaml_names_stay_strings_and_the_document_is_schema_valid_at_the_oldest_version(sim_host):
+    text = generate("--driver-root", str(sim_host)).stdout   # YAML is the default on stdout
+    assert 'name: "1:0"' in text and 'name: "0"' in text
+    document = yaml.safe_load(text)   # YAML 1.1: unquoted 1:0 would come back as the integer 60
+    assert all(isinstance(n, str) for n in names(document))
+    assert "1:0" in names(document) and "0" in names(document)
+    assert validate_document(document, "generated") == []
+    assert document["cdiVersion"] == minimum_version_of(document)[0] == "0.5.0"  # hostPath, digit names
+    assert version_key(document["cdiVersion"]) <= version_key("0.5.0")  # podman 4.3 accepts <= 0.5.0
+
+
+def test_common_edits_and_device_edits(sim_host):
+    document = spec_of(sim_host)
+    common = document["containerEdits"]
+    assert common["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
+    assert [n["path"] for n in common["deviceNodes"]] == ["/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                          "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
+    (hook,) = common["hooks"]
+    assert hook["hookName"] == "createContainer" and hook["env"]
+    assert "update-ldcache" in hook["args"] and "create-symlinks" in hook["args"]
+    # 32-bit libraries are left out, as NVIDIA's generator does
+    assert not any("i386" in m["containerPath"] for m in common["mounts"])
+    zero = next(d for d in document["devices"] if d["name"] == "0")["containerEdits"]
+    assert zero == {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": f"{sim_host}/dev/nvidia0", "type": "c",
+                                     "major": 195, "minor": 0}]}
+
+
+def test_device_ids_and_no_all_device(sim_host, uuids):
+    document = spec_of(sim_host, "--device-id", "1:0", "--device-id", uuids[0], "--no-all-device")
+    assert names(document) == ["0", uuids[0], "1:0", uuids[2]]
+
+
+def test_output_file_is_written_atomically_with_mode_0644(sim_host, tmp_path):
+    out = tmp_path / "nvidia.json"
+    old_umask = os.umask(0o077)
+    try:
+        result = generate("--driver-root", str(sim_host), "--output", str(out))
+    finally:
+        os.umask(old_umask)
+    assert result.stdout == ""
+    assert (out.stat().st_mode & 0o777) == 0o644
+    assert json.loads(out.read_text())["kind"] == "nvidia.com/gpu"   # JSON by extension
+    assert os.listdir(tmp_path) == ["nvidia.json"]                     # no temp file left behind
+    dash = generate("--driver-root", str(sim_host), "--output", "-", "--format", "json")
+    assert json.loads(dash.stdout)["devices"]
+
+
+def test_vendor_class_and_hook_path(sim_host):
+    document = spec_of(sim_host, "--vendor", "example.com", "--class", "accel",
+                       "--nvidia-cdi-hook-path", "/opt/gct/bin/nvidia-cdi-hook")
+    assert document["kind"] == "example.com/accel"
+    assert document["containerEdits"]["hooks"][0]["path"] == "/opt/gct/bin/nvidia-cdi-hook"
+
+
+def test_default_hook_path_is_the_one_next_to_nvidia_ctk(sim_host):
+    hook = spec_of(sim_host)["containerEdits"]["hooks"][0]["path"]
+    beside = Path(NVIDIA_CTK).parent / "nvidia-cdi-hook"
+    assert hook == (str(beside) if beside.exists() else "/usr/bin/nvidia-cdi-hook")
+
+
+def test_driver_root_from_the_environment(sim_host, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    result = generate("--format", "json", env={"NVIDIA_CTK_DRIVER_ROOT": str(sim_host),
+                                               "NVIDIA_CTK_CONFIG_FILE_PATH": str(config)})
+    assert json.loads(result.stdout)["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"] == \
+        f"{sim_host}/dev/nvidia0"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device-id", "7"], "unknown device id '7': no such GPU or MIG device (--device-id)"),
+    (["--device-id", "../x"], "malformed device id '../x' (--device-id)"),
+    (["--vendor", "1bad"], "invalid vendor '1bad'"),
+    (["--format", "json", "--output", "x.yaml"], "--format json does not match the file's extension (x.yaml)"),
+    (["--output", "/nonexistent-dir/x.json"], "cannot write the spec: No such file or directory"),
+    (["--nvidia-cdi-hook-path", "relative/hook"], "the hook path must be absolute"),
+])
+def test_bad_input_is_one_line(sim_host, args, message):
+    result = generate("--driver-root", str(sim_host), *args, check=False)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("nvidia-ctk: error: ") and message in lines[-1], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_root_without_a_driver_is_one_line(tmp_path):
+    result = generate("--driver-root", str(tmp_path), check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"nvidia-ctk: error: no NVIDIA driver: libnvidia-ml.so.1 not found in the " \
+                                    f"driver root ({tmp_path})"
