@@ -165,7 +165,9 @@ def _buffer(data: bytes, keep: list):
 def _batch_error(error, rootfs) -> BatchError:
     index = error.index
     if index >= 0:
-        return BatchError(error.err, OPERATION_NAMES.get(error.kind, f"operation {error.kind}"),
-                          ffi.string(error.path), index)
+        operation = OPERATION_NAMES.get(error.kind, f"operation {error.kind}")
+        if error.err == 18 and error.kind in (lib.GCT_OP_BIND, lib.GCT_OP_TMPFS):  # EXDEV
+            operation += " refused: the target is on a shared mount (it would propagate out of the container)"
+        return BatchError(error.err, operation, ffi.string(error.path), index)
     stage = ffi.string(error.stage).decode()
     return BatchError(error.err, stage, ffi.string(error.path) or os.fsencode(rootfs), index)

@@ -39,6 +39,14 @@ def check(rc: int, operation: str, path=None) -> int:
     return rc
 
 
+def _check_mount(rc: int, operation: str, path) -> int:
+    """check() for an attach, whose EXDEV means the target lies on a shared mount."""
+    if rc < 0 and ffi.errno == 18:
+        raise ContainerFsError(18, f"{operation} refused: the target is on a shared mount "
+                               "(it would propagate out of the container)", path)
+    return check(rc, operation, path)
+
+
 def _b(path) -> bytes:
     return os.fsencode(path)
 
@@ -290,28 +298,20 @@ class Rootfs:
         unmounts it again; push it on a MountStack for rollback.
         """
         tree, st = clone_source(source, options)
-        try:
-            if stat.S_ISDIR(st.st_mode):
-                target = self.make_dir(path)
-            else:
-                target = self.make_file(path)
-            try:
-                check(lib.gct_bind_tree(tree, target, options.set, options.clear), "bind mount", path)
-            finally:
-                os.close(target)
-        except BaseException:
-            os.close(tree)
-            raise
-        return Mount(tree, path)
+        return self._attach(tree, stat.S_ISDIR(st.st_mode), path, options)
 
     def bind_device(self, source, path, major: int, minor: int) -> Mount:
         """Bind the host character device ``source`` onto ``path`` (DEVICE_NODE options: ro, nosuid,
         noexec, never nodev) after checking it is char ``major:minor``."""
         tree, _ = clone_source(source, DEVICE_NODE, expect_char_device=(major, minor))
+        return self._attach(tree, False, path, DEVICE_NODE)
+
+    def _attach(self, tree: int, is_dir: bool, path, options: MountOptions) -> Mount:
+        """Attach a cloned tree on a placeholder at path; the tree fd is closed on failure."""
         try:
-            target = self.make_file(path)
+            target = self.make_dir(path) if is_dir else self.make_file(path)
             try:
-                check(lib.gct_bind_tree(tree, target, DEVICE_NODE.set, DEVICE_NODE.clear), "bind mount", path)
+                _check_mount(lib.gct_bind_tree(tree, target, options.set, options.clear), "bind mount", path)
             finally:
                 os.close(target)
         except BaseException:
@@ -324,7 +324,7 @@ class Rootfs:
         attrs = NOSUID | NODEV | NOEXEC | (RDONLY if readonly else 0)
         target = self.make_dir(path)
         try:
-            fd = check(lib.gct_mount_tmpfs(target, options.encode(), attrs), "mount tmpfs", path)
+            fd = _check_mount(lib.gct_mount_tmpfs(target, options.encode(), attrs), "mount tmpfs", path)
         finally:
             os.close(target)
         return Mount(fd, path)

@@ -160,6 +160,7 @@ static int child_main(int mntns_fd, const char *root_path, const struct gct_op *
     }
     /* modes in the batch are meant exactly (a runtime may start hooks with a strict umask) */
     umask(0);
+    gct_propagation_cache_enabled = 1;
     rootfd = gct_open_root(root_path);
     if (rootfd < 0) {
         set_error(e, -1, 0, "open root", root_path);

@@ -17,6 +17,9 @@ int gct_openat2_in_root(int rootfd, const char *path, int oflags, unsigned long 
  * ENAMETOOLONG when a part does not fit. */
 int gct_split_path(const char *path, char *dir, size_t dirlen, char *name, size_t namelen);
 
+/* propagation.c: set in a forked batch child, where the mount table is read once */
+extern int gct_propagation_cache_enabled;
+
 /* close() that keeps errno, for cleanup on error paths. */
 void gct_close_keep_errno(int fd);
 

@@ -50,6 +50,13 @@ int gct_set_tree_attrs(int treefd, unsigned int attr_set, unsigned int attr_clr)
 
 int gct_attach_tree(int treefd, int targetfd)
 {
+    int shared = gct_on_shared_mount(targetfd);
+
+    if (shared != 0) {
+        if (shared > 0)
+            errno = EXDEV;   /* the attach would propagate to the mount's peers, e.g. the host */
+        return -1;
+    }
     return move_mount(treefd, "", targetfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 }
 

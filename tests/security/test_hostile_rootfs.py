@@ -186,3 +186,56 @@ def test_hostile_symlinks_in_a_live_container(tmp_path):
     assert results[("dev/nvidia0", "write_over_link")] == 17  # EEXIST: never written through
     assert results[("etc", "write_file")] == "ok"            # clamped: lands in the root
     assert (root / unique).read_text() == "x"
+
+
+def _shared_volume_attack(base, unique):
+    """In a private "host" namespace: a volume mounted shared into a live container, and an image
+    symlink that leads a library target into it. Returns what the host sees and the batch error."""
+    import ctypes
+    import subprocess
+
+    from libcontainer_c.batch import BatchError, RootfsBatch
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    vol, root = base / "hostvol", base / "rootfs"
+    for flags in (0x1000, 1 << 20):  # MS_BIND, then MS_SHARED: the volume is a shared mount
+        assert libc.mount(str(vol).encode(), str(vol).encode(), None, flags, None) == 0
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "unchanged", "sleep", "120"])
+    try:
+        for _ in range(200):
+            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+                break
+            subprocess.run(["sleep", "0.01"])
+        # the runtime binds the volume into the container (a peer of the host's volume mount)
+        subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "--bind", str(vol),
+                        str(root / "vol")], check=True)
+        batch = RootfsBatch()
+        batch.bind(str(base / "lib.so"), f"/usr/lib/{unique}.so", LIBRARY)  # /usr/lib -> /vol
+        try:
+            batch.run(rootfs=root, pid=proc.pid)
+            error = None
+        except BatchError as err:
+            error = (err.errno, err.operation, err.filename)
+        finally:
+            batch.close()
+        with open("/proc/self/mountinfo") as f:
+            host_sees = [line.split()[4] for line in f if unique in line]
+        return error, host_sees, sorted(os.listdir(vol))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_mount_never_propagates_to_the_host_through_a_shared_volume(tmp_path):
+    unique = f"gct-shared-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "hostvol").mkdir()
+    (tmp_path / "rootfs/vol").mkdir(parents=True)
+    (tmp_path / "rootfs/usr").mkdir()
+    os.symlink("/vol", tmp_path / "rootfs/usr/lib")
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF lib")
+    error, host_sees, listing = run_in_private_mount_ns(_shared_volume_attack, tmp_path, unique)
+    assert error is not None and error[0] == 18, error   # EXDEV: refused, target on a shared mount
+    assert "shared mount" in error[1]
+    assert host_sees == []
+    # the placeholder itself was made (an empty file in the volume), nothing was mounted over it
+    assert listing in ([], [f"{unique}.so"])

@@ -294,3 +294,32 @@ def _ipc_and_binary(base):
 def test_ipc_socket_connects_and_binary_executes_through_the_mount(tmp_path):
     (tmp_path / "rootfs").mkdir()
     assert run_in_private_mount_ns(_ipc_and_binary, tmp_path) == (b"ping", "ran\n")
+
+
+def _bind_onto_shared(base):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    root = str(base / "rootfs").encode()
+    peer = str(base / "peer").encode()
+    assert libc.mount(root, root, None, 0x1000, None) == 0        # MS_BIND: rootfs is a mount
+    assert libc.mount(None, root, None, 1 << 20, None) == 0       # MS_SHARED
+    assert libc.mount(root, peer, None, 0x1000, None) == 0        # a peer, like the host's view
+    with Rootfs(base / "rootfs") as r:
+        try:
+            r.bind(str(base / "lib.so"), "/lib.so", LIBRARY)
+            error = None
+        except ContainerFsError as err:
+            error = (err.errno, err.operation)
+    with open("/proc/self/mountinfo") as f:
+        seen = [line.split()[4] for line in f if "lib.so" in line]
+    return error, seen
+
+
+def test_bind_onto_a_shared_mount_is_refused(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "peer").mkdir()
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF")
+    error, seen = run_in_private_mount_ns(_bind_onto_shared, tmp_path)
+    assert error == (errno.EXDEV, "bind mount refused: the target is on a shared mount "
+                                  "(it would propagate out of the container)")
+    assert seen == []  # neither in the rootfs nor in its peer
