@@ -20,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from simulator import device_nodes, native_build
@@ -88,19 +89,27 @@ def _populate(root: Path, host: SimHost, majors: device_nodes.Majors) -> None:
 
     with tempfile.TemporaryDirectory(prefix="nvsim-build-") as build:
         build_dir = Path(build)
-        native_build.build_nvml_library(host, build_dir, lib64 / f"libnvidia-ml.so.{version}")
+        inventory = native_build.write_inventory_source(host, build_dir)
         others = [lib for lib in LIBRARIES if lib.name != "libnvidia-ml"]
-        native_build.build_driver_libraries(others, host, build_dir, lib64, 64)
+        libs32 = [lib for lib in LIBRARIES if lib.has_32bit]
+        with_32bit = native_build.can_build_32bit(build_dir)
+        if with_32bit:
+            lib32.mkdir(parents=True)
+        # the compiler runs are independent: run them side by side (creation time matters to test suites)
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            jobs = [pool.submit(native_build.build_nvml_library, inventory, lib64 / f"libnvidia-ml.so.{version}"),
+                    pool.submit(native_build.build_nvidia_smi, inventory, bindir / "nvidia-smi"),
+                    pool.submit(native_build.build_driver_tool, version, build_dir / "driver-tool"),
+                    pool.submit(native_build.build_driver_libraries, others, host, build_dir, lib64, 64)]
+            if with_32bit:
+                jobs.append(pool.submit(native_build.build_driver_libraries, libs32, host, build_dir, lib32, 32))
+            for job in jobs:
+                job.result()    # re-raises the first failure
         _soname_links(lib64, LIBRARIES, version)
         for link, target in DEV_SYMLINKS.items():
             (lib64 / link).symlink_to(target)
-        if native_build.can_build_32bit(build_dir):
-            lib32.mkdir(parents=True)
-            libs32 = [lib for lib in LIBRARIES if lib.has_32bit]
-            native_build.build_driver_libraries(libs32, host, build_dir, lib32, 32)
+        if with_32bit:
             _soname_links(lib32, libs32, version)
-        native_build.build_nvidia_smi(host, build_dir, bindir / "nvidia-smi")
-        native_build.build_driver_tool(version, build_dir / "driver-tool")
         for name in BINARIES[1:]:
             shutil.copy2(build_dir / "driver-tool", bindir / name)
 

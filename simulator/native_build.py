@@ -37,15 +37,14 @@ def write_inventory_source(host: SimHost, build_dir: Path) -> Path:
     return path
 
 
-def build_nvml_library(host: SimHost, build_dir: Path, out: Path) -> None:
-    inventory = write_inventory_source(host, build_dir)
+def build_nvml_library(inventory: Path, out: Path) -> None:
+    """libnvidia-ml.so.1 from the NVML sources and the host's inventory.c (write_inventory_source)."""
     _run([compiler(), "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wl,-soname,libnvidia-ml.so.1",
           f"-I{CSRC}", *(str(CSRC / s) for s in NVML_SOURCES), str(inventory), "-o", str(out),
           "-lpthread", "-ldl"], "libnvidia-ml.so.1")
 
 
-def build_nvidia_smi(host: SimHost, build_dir: Path, out: Path) -> None:
-    inventory = write_inventory_source(host, build_dir)
+def build_nvidia_smi(inventory: Path, out: Path) -> None:
     _run([compiler(), "-static", "-O2", "-DNVMLSIM_STATIC_TOOL", f"-I{CSRC}", str(CSRC / "nvidia_smi.c"),
           *(str(CSRC / s) for s in NVML_SOURCES), str(inventory), "-o", str(out), "-lpthread"], "nvidia-smi")
 
