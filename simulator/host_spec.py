@@ -163,7 +163,7 @@ def place_mig_devices(model: GpuModel, profiles: list[MigProfile], where: str) -
 
 
 def _parse_cuda_version(text: str) -> str:
-    if not re.fullmatch(r"\d{1,2}\.\d", text):
+    if not re.fullmatch(r"\d{1,2}\.\d{1,2}", text):
         raise SimulatorError(f"invalid CUDA version {text!r}, expected MAJOR.MINOR such as 12.4", "--cuda-version")
     return text
 

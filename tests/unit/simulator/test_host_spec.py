@@ -15,6 +15,8 @@ def test_defaults_two_a100_no_mig():
     assert [g.model.name for g in host.gpus] == [A100, A100]
     assert host.driver_version == "550.54.15" and host.cuda_version == "12.4"
     assert host.cuda_version_int == 12040
+    assert build_host_spec("/x", cuda_version="11.8").cuda_version_int == 11080
+    assert build_host_spec("/x", cuda_version="12.10").cuda_version_int == 12100   # NVML: major*1000 + minor*10
     assert not any(g.mig_enabled or g.migs for g in host.gpus)
     assert [g.minor for g in host.gpus] == [0, 1]
     assert host.gpus[0].bus_id == "00000000:07:00.0" and host.gpus[0].proc_bus_id == "0000:07:00.0"
