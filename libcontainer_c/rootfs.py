@@ -21,7 +21,7 @@ import stat
 from ._native import ffi, lib
 from .errors import ContainerFsError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 if lib.gct_abi_version() != ABI_VERSION:  # a stale build of the C module next to newer Python code
     raise ImportError(f"libcontainer_c._native has ABI {lib.gct_abi_version()}, expected {ABI_VERSION}")
 
@@ -311,7 +311,8 @@ class Rootfs:
         try:
             target = self.make_dir(path) if is_dir else self.make_file(path)
             try:
-                _check_mount(lib.gct_bind_tree(tree, target, options.set, options.clear), "bind mount", path)
+                _check_mount(lib.gct_bind_tree(self.fd, tree, target, options.set, options.clear),
+                             "bind mount", path)
             finally:
                 os.close(target)
         except BaseException:
@@ -324,7 +325,7 @@ class Rootfs:
         attrs = NOSUID | NODEV | NOEXEC | (RDONLY if readonly else 0)
         target = self.make_dir(path)
         try:
-            fd = _check_mount(lib.gct_mount_tmpfs(target, options.encode(), attrs), "mount tmpfs", path)
+            fd = _check_mount(lib.gct_mount_tmpfs(self.fd, target, options.encode(), attrs), "mount tmpfs", path)
         finally:
             os.close(target)
         return Mount(fd, path)

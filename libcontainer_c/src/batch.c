@@ -40,7 +40,7 @@ static int bind_op(int rootfd, const struct gct_op *op)
                                  : gct_placeholder_file(rootfd, op->path, 0644);
     if (target < 0)
         return -1;
-    rc = gct_bind_tree(op->src_fd, target, op->attr_set, op->attr_clr);
+    rc = gct_bind_tree(rootfd, op->src_fd, target, op->attr_set, op->attr_clr);
     gct_close_keep_errno(target);
     return rc < 0 ? -1 : op->src_fd;
 }
@@ -52,7 +52,7 @@ static int tmpfs_op(int rootfd, const struct gct_op *op)
     target = gct_placeholder_dir(rootfd, op->path, 0755);
     if (target < 0)
         return -1;
-    mntfd = gct_mount_tmpfs(target, op->data, op->attr_set);
+    mntfd = gct_mount_tmpfs(rootfd, target, op->data, op->attr_set);
     gct_close_keep_errno(target);
     return mntfd;
 }

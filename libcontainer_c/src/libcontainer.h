@@ -30,18 +30,19 @@ enum {
 int gct_clone_tree(int dirfd, const char *path, int recursive);
 /* mount_setattr on a tree: set/clear GCT_ATTR_* bits, propagation private, recursively */
 int gct_set_tree_attrs(int treefd, unsigned int attr_set, unsigned int attr_clr);
-/* move_mount of a tree onto a target fd; EXDEV when the target is on a shared mount (the mount would
- * propagate to its peers, e.g. into the host through a volume mounted rshared) */
-int gct_attach_tree(int treefd, int targetfd);
+/* move_mount of a tree onto a target fd; EXDEV when the target is on a shared mount other than the
+ * root's own mount (the mount would propagate to its peers, e.g. into a host directory through a
+ * volume mounted rshared); rootfd -1: refuse every shared mount */
+int gct_attach_tree(int rootfd, int treefd, int targetfd);
 /* gct_set_tree_attrs then gct_attach_tree */
-int gct_bind_tree(int treefd, int targetfd, unsigned int attr_set, unsigned int attr_clr);
+int gct_bind_tree(int rootfd, int treefd, int targetfd, unsigned int attr_set, unsigned int attr_clr);
 /* lazily unmounts the mount whose root mountfd holds (e.g. a tree fd after attaching it) */
 int gct_umount_fd(int mountfd);
 /* new tmpfs ("key=value,..." options) with GCT_ATTR_* bits on the target; returns its mount fd */
-int gct_mount_tmpfs(int targetfd, const char *options, unsigned int attr_set);
+int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set);
 
-/* propagation.c: 1 when fd lies on a shared mount (peer group), 0 when not */
-int gct_on_shared_mount(int fd);
+/* propagation.c: 1 when fd lies on a shared mount (peer group) that is not rootfd's mount, else 0 */
+int gct_on_shared_mount(int fd, int rootfd);
 
 /* symlinks.c: linkpath -> target, made under a temporary name and renamed into place; replaces an
  * existing symlink; EISDIR for a directory, EEXIST for any other existing entry */

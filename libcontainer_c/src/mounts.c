@@ -48,9 +48,9 @@ int gct_set_tree_attrs(int treefd, unsigned int attr_set, unsigned int attr_clr)
     return mount_setattr(treefd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr));
 }
 
-int gct_attach_tree(int treefd, int targetfd)
+int gct_attach_tree(int rootfd, int treefd, int targetfd)
 {
-    int shared = gct_on_shared_mount(targetfd);
+    int shared = gct_on_shared_mount(targetfd, rootfd);
 
     if (shared != 0) {
         if (shared > 0)
@@ -60,11 +60,11 @@ int gct_attach_tree(int treefd, int targetfd)
     return move_mount(treefd, "", targetfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 }
 
-int gct_bind_tree(int treefd, int targetfd, unsigned int attr_set, unsigned int attr_clr)
+int gct_bind_tree(int rootfd, int treefd, int targetfd, unsigned int attr_set, unsigned int attr_clr)
 {
     if (gct_set_tree_attrs(treefd, attr_set, attr_clr) < 0)
         return -1;
-    return gct_attach_tree(treefd, targetfd);
+    return gct_attach_tree(rootfd, treefd, targetfd);
 }
 
 int gct_umount_fd(int mountfd)
@@ -102,7 +102,7 @@ static int configure_fs(int fsfd, const char *options)
     return 0;
 }
 
-int gct_mount_tmpfs(int targetfd, const char *options, unsigned int attr_set)
+int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set)
 {
     int fsfd, mntfd = -1;
 
@@ -118,7 +118,7 @@ int gct_mount_tmpfs(int targetfd, const char *options, unsigned int attr_set)
     gct_close_keep_errno(fsfd);
     if (mntfd < 0)
         return -1;
-    if (gct_attach_tree(mntfd, targetfd) < 0) {
+    if (gct_attach_tree(rootfd, mntfd, targetfd) < 0) {
         gct_close_keep_errno(mntfd);
         return -1;
     }

@@ -1,8 +1,11 @@
 /* Refusing to mount onto a SHARED mount. Attaching a mount under a shared mount propagates it to every
  * peer: if an image's symlink leads a target into a volume the runtime mounted shared with the host
- * (e.g. docker -v /x:/y:rshared), our bind would appear on the host too. Our own trees are private,
- * but that does not stop the attach event itself, so the mount the target lives on is checked first:
- * its id from statx(STATX_MNT_ID), its propagation from /proc/self/mountinfo ("shared:N"). */
+ * (e.g. docker -v /x:/y:rshared), our bind would appear in that host directory too. Our own trees are
+ * private, but that does not stop the attach event itself, so the mount the target lives on is
+ * checked first: its id from statx(STATX_MNT_ID), its propagation from /proc/self/mountinfo
+ * ("shared:N"). The rootfs mount itself is exempt: docker makes it shared whenever a volume is
+ * rshared, and what propagates from it lands only in the host's view of this container's own rootfs,
+ * which goes away with it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/stat.h>
@@ -129,12 +132,18 @@ static int cached_is_shared(unsigned long long id)
     return 0;
 }
 
-int gct_on_shared_mount(int fd)
+int gct_on_shared_mount(int fd, int rootfd)
 {
-    unsigned long long id;
+    unsigned long long id, root_id;
 
     if (mount_id_of(fd, &id) < 0)
         return -1;
+    if (rootfd >= 0) {
+        if (mount_id_of(rootfd, &root_id) < 0)
+            return -1;
+        if (id == root_id)
+            return 0;
+    }
     /* A forked batch child sees one mount table whose shared mounts do not change under it (the
      * mounts it adds are private), so it reads the table once. */
     if (gct_propagation_cache_enabled)

@@ -55,7 +55,7 @@ static int hide_procfs(int rootfd)
         close(fd);
         return 0;
     }
-    mnt = gct_mount_tmpfs(fd, "mode=0555,size=4k",
+    mnt = gct_mount_tmpfs(rootfd, fd, "mode=0555,size=4k",
                           GCT_ATTR_RDONLY | GCT_ATTR_NOSUID | GCT_ATTR_NODEV | GCT_ATTR_NOEXEC);
     gct_close_keep_errno(fd);
     if (mnt < 0)

@@ -299,27 +299,36 @@ def test_ipc_socket_connects_and_binary_executes_through_the_mount(tmp_path):
 def _bind_onto_shared(base):
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    root = str(base / "rootfs").encode()
-    peer = str(base / "peer").encode()
-    assert libc.mount(root, root, None, 0x1000, None) == 0        # MS_BIND: rootfs is a mount
-    assert libc.mount(None, root, None, 1 << 20, None) == 0       # MS_SHARED
-    assert libc.mount(root, peer, None, 0x1000, None) == 0        # a peer, like the host's view
+
+    def mount(src, dst, flags):
+        assert libc.mount(str(src).encode() if src else None, str(dst).encode(), None, flags, None) == 0
+
+    MS_BIND, MS_SHARED = 0x1000, 1 << 20
+    mount(base / "rootfs", base / "rootfs", MS_BIND)          # the rootfs mount itself, shared
+    mount(None, base / "rootfs", MS_SHARED)
+    mount(base / "hostvol", base / "hostvol", MS_BIND)
+    mount(None, base / "hostvol", MS_SHARED)                  # a host dir mounted shared...
+    mount(base / "hostvol", base / "rootfs/vol", MS_BIND)     # ...and its peer inside the rootfs
+    errors = {}
     with Rootfs(base / "rootfs") as r:
-        try:
-            r.bind(str(base / "lib.so"), "/lib.so", LIBRARY)
-            error = None
-        except ContainerFsError as err:
-            error = (err.errno, err.operation)
+        for target in ("/vol/lib.so", "/lib.so"):
+            try:
+                r.bind(str(base / "lib.so"), target, LIBRARY)
+                errors[target] = None
+            except ContainerFsError as err:
+                errors[target] = (err.errno, err.operation)
     with open("/proc/self/mountinfo") as f:
-        seen = [line.split()[4] for line in f if "lib.so" in line]
-    return error, seen
+        seen = sorted(line.split()[4] for line in f if "lib.so" in line)
+    return errors, seen
 
 
-def test_bind_onto_a_shared_mount_is_refused(tmp_path):
-    (tmp_path / "rootfs").mkdir()
-    (tmp_path / "peer").mkdir()
+def test_bind_onto_a_shared_volume_is_refused(tmp_path):
+    (tmp_path / "rootfs/vol").mkdir(parents=True)
+    (tmp_path / "hostvol").mkdir()
     (tmp_path / "lib.so").write_bytes(b"\x7fELF")
-    error, seen = run_in_private_mount_ns(_bind_onto_shared, tmp_path)
-    assert error == (errno.EXDEV, "bind mount refused: the target is on a shared mount "
-                                  "(it would propagate out of the container)")
-    assert seen == []  # neither in the rootfs nor in its peer
+    errors, seen = run_in_private_mount_ns(_bind_onto_shared, tmp_path)
+    assert errors["/vol/lib.so"] == (errno.EXDEV, "bind mount refused: the target is on a shared mount "
+                                                  "(it would propagate out of the container)")
+    # the rootfs mount itself may be shared (docker does that when a volume is rshared)
+    assert errors["/lib.so"] is None
+    assert seen == [str(tmp_path / "rootfs/lib.so")]  # nothing in the volume or its host peer
