@@ -1,0 +1,56 @@
+"""cdi.nvml stays cheap to import (the runtime shim may use it on a container's start path) and keeps
+to one driver root per process."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_import_loads_neither_pynvml_nor_ctypes():
+    done = run("import sys, cdi.nvml; print(sorted(m for m in ('pynvml', 'ctypes', 'click') if m in sys.modules))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_root_without_a_driver_is_a_clear_error_and_nothing_is_loaded(tmp_path):
+    (tmp_path / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    done = run(f"""
+import sys
+from cdi.nvml import NvmlError, load_inventory
+try:
+    load_inventory({str(tmp_path)!r})
+except NvmlError as e:
+    print(e.what, '|', e.where, '|', 'pynvml' in sys.modules)
+""")
+    assert done.stdout.strip() == f"no NVIDIA driver: libnvidia-ml.so.1 not found in the driver root | {tmp_path} | False"
+
+
+def test_a_library_that_is_not_elf_is_reported_with_its_path(tmp_path):
+    lib_dir = tmp_path / "usr/lib/x86_64-linux-gnu"
+    lib_dir.mkdir(parents=True)
+    (lib_dir / "libnvidia-ml.so.1").write_text("not a library")
+    done = run(f"""
+from cdi.nvml import NvmlError, load_inventory
+try:
+    load_inventory({str(tmp_path)!r})
+except NvmlError as e:
+    print(e.what.split(':')[0], '|', e.where)
+""")
+    assert done.stdout.strip() == f"cannot load the NVML library | {lib_dir}/libnvidia-ml.so.1"
+
+
+def test_a_link_out_of_the_root_is_not_followed(tmp_path):
+    lib_dir = tmp_path / "usr/lib/x86_64-linux-gnu"
+    lib_dir.mkdir(parents=True)
+    # an absolute link restarts at the driver root, so this names <root>/etc/passwd, which is absent
+    (lib_dir / "libnvidia-ml.so.1").symlink_to("/etc/passwd")
+    done = run(f"""
+from cdi.nvml import find_nvml_library
+from cdi.driver_root import DriverRoot
+print(find_nvml_library(DriverRoot({str(tmp_path)!r})))
+""")
+    assert done.stdout.strip() == "None"
