@@ -121,7 +121,8 @@ class _QuotedName(str):
     """A string always written double-quoted (device names: `0` and `1:0` must stay strings)."""
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter when PyYAML has it: the same text, about 5x faster on big specs (cdi generate).
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     pass
 
 
@@ -132,7 +133,7 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # Quote whenever a YAML 1.1 reader (PyYAML, old Go yaml) would not read the plain text back as it is.
     tag = _RESOLVER_1_1.resolve(yaml.ScalarNode, value, (True, False))
     style = '"' if isinstance(value, _QuotedName) or tag != "tag:yaml.org,2002:str" else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style=style)  # libyaml takes exact str only
 
 
 _Dumper.add_representer(str, _represent_str)
