@@ -42,8 +42,16 @@ def _version() -> str:
         return "unknown"
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    # looked up only when asked: importlib.metadata costs ~20 ms on every other command
+    if value and not ctx.resilient_parsing:
+        click.echo(f"nvidia-ctk version {_version()}")
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(version=_version(), prog_name="nvidia-ctk", message="%(prog)s version %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 @click.option("--debug", is_flag=True, help="Log debug messages to stderr.")
 def cli(debug: bool) -> None:
     """NVIDIA Container Toolkit admin CLI (gpu-container-toolkit)."""
