@@ -34,6 +34,7 @@ OPERATION_NAMES = {
     lib.GCT_OP_TMPFS: "mount tmpfs",
     lib.GCT_OP_WRITE_FILE: "write file",
     lib.GCT_OP_REMOUNT: "remount",
+    lib.GCT_OP_UMOUNT: "unmount",
 }
 
 
@@ -66,8 +67,9 @@ class RootfsBatch:
         self._ops.append((kind, os.fsencode(path), target, data, src_fd, mode, attr_set, attr_clr, flags))
         return self
 
-    def mkdirs(self, path, mode: int = 0o755):
-        return self._add(lib.GCT_OP_MKDIR, path, mode=mode)
+    def mkdirs(self, path, mode: int = 0o755, if_exists: bool = False):
+        """mkdir -p; ``if_exists``: only when the parent exists (e.g. inside an optional tmpfs)."""
+        return self._add(lib.GCT_OP_MKDIR, path, mode=mode, if_exists=if_exists)
 
     def make_file(self, path, mode: int = 0o644):
         return self._add(lib.GCT_OP_FILE, path, mode=mode)
@@ -112,6 +114,11 @@ class RootfsBatch:
         if readonly:
             return self._add(lib.GCT_OP_REMOUNT, path, attr_set=RDONLY, if_exists=if_exists)
         return self._add(lib.GCT_OP_REMOUNT, path, attr_clr=RDONLY, if_exists=if_exists)
+
+    def unmount(self, path, if_exists: bool = False):
+        """Lazily unmount the mount whose root is ``path``, e.g. to undo an earlier batch after a
+        later step failed (nothing mounted there: no error). ``if_exists``: skip a missing path."""
+        return self._add(lib.GCT_OP_UMOUNT, path, if_exists=if_exists)
 
     def run(self, rootfs, pid: int = None) -> None:
         """Run every operation in a forked child; ``rootfs`` is the host path of the container's

@@ -73,6 +73,20 @@ static int remount_op(int rootfd, const struct gct_op *op)
     return rc;
 }
 
+/* Undo of an earlier batch's mount: path must be the root of a mount (EINVAL, taken as "nothing
+ * mounted there", otherwise). The last component is not followed: a link never redirects the unmount. */
+static int umount_op(int rootfd, const struct gct_op *op)
+{
+    int fd, rc;
+
+    fd = gct_resolve(rootfd, op->path, O_PATH | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    rc = gct_umount_fd(fd);
+    gct_close_keep_errno(fd);
+    return rc < 0 && errno == EINVAL ? 0 : rc;
+}
+
 static int close_result(int fd)
 {
     return fd < 0 ? -1 : close(fd);
@@ -100,6 +114,8 @@ static int run_op(int rootfd, const struct gct_op *op)
         return gct_write_new_file(rootfd, op->path, op->data, op->data_len, op->mode) < 0 ? -1 : GCT_NO_MOUNT;
     case GCT_OP_REMOUNT:
         return remount_op(rootfd, op) < 0 ? -1 : GCT_NO_MOUNT;
+    case GCT_OP_UMOUNT:
+        return umount_op(rootfd, op) < 0 ? -1 : GCT_NO_MOUNT;
     case GCT_OP_BIND:
         return bind_op(rootfd, op);
     case GCT_OP_TMPFS:
@@ -116,7 +132,7 @@ static int anchor_exists(int rootfd, const struct gct_op *op)
     const char *anchor = op->path;
     int fd;
 
-    if (op->kind != GCT_OP_TMPFS && op->kind != GCT_OP_REMOUNT) {
+    if (op->kind != GCT_OP_TMPFS && op->kind != GCT_OP_REMOUNT && op->kind != GCT_OP_UMOUNT) {
         if (gct_split_path(op->path, dir, sizeof(dir), name, sizeof(name)) < 0)
             return -1;
         anchor = dir;
