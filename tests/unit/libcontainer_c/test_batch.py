@@ -184,3 +184,19 @@ def test_if_exists_skips_what_has_no_directory(container):
     assert container_mounts(pid, rootfs) == {"/proc/driver/nvidia": (
         {"ro", "nosuid", "nodev", "noexec", "relatime"}, "tmpfs")}
     assert inside(pid, "cat", f"{rootfs}/proc/driver/nvidia/version") == "NVRM\n"
+
+
+def test_unmount_undoes_an_earlier_batch(container, host_files):
+    pid, rootfs = container
+    with RootfsBatch() as batch:
+        batch.bind(str(host_files / "libfoo.so.1.2"), "/usr/lib/libfoo.so.1.2", LIBRARY)
+        batch.tmpfs("/proc/driver/nvidia")
+        batch.run(rootfs=rootfs, pid=pid)
+    assert set(container_mounts(pid, rootfs)) == {"/usr/lib/libfoo.so.1.2", "/proc/driver/nvidia"}
+    os.symlink("/usr/lib/libfoo.so.1.2", rootfs / "link")
+    # a link is not followed (nothing unmounted through it), a plain directory is a no-op
+    RootfsBatch().unmount("/link").unmount("/usr").run(rootfs=rootfs, pid=pid)
+    assert set(container_mounts(pid, rootfs)) == {"/usr/lib/libfoo.so.1.2", "/proc/driver/nvidia"}
+    (RootfsBatch().unmount("/proc/driver/nvidia").unmount("/usr/lib/libfoo.so.1.2")
+     .unmount("/missing", if_exists=True).run(rootfs=rootfs, pid=pid))
+    assert container_mounts(pid, rootfs) == {}
