@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "launcher_config.h"
+#include "runtime_passthrough.c" /* the runtime shim's fast path: runtime commands without Python */
 
 struct program {
     const char *name;   /* installed file name */
@@ -119,6 +120,12 @@ int main(int argc, char **argv, char **envp)
     char **env = clean_environment(envp);
     if (!env)
         die(name, "out of memory");
+    if (is_runtime_shim(program->name)) {
+        /* may exec the low-level runtime right here; else Python gets the caller's environment by fd */
+        env = runtime_shim_prepare(program->name, self, argc, argv, envp, env);
+        if (!env)
+            die(name, "cannot pass the caller's environment on");
+    }
 
     /* sys.argv becomes [name, args...]; the target module is imported with the baked path only. */
     char bootstrap[4096];

@@ -1,0 +1,335 @@
+/*
+ * The runtime shim's fast path, included by launcher.c for the nvidia-container-runtime programs.
+ *
+ * Docker and containerd call the shim for every runtime command (create, start, state, kill, delete,
+ * exec ...), and only `create` and `run` need Python. For every other command this file execs the
+ * low-level runtime directly with the caller's own argv and environment, so such a call costs one
+ * static exec more than calling runc itself.
+ *
+ * Two questions are answered here without Python, each without a second rule set:
+ *   - which subcommand runc will run: the global-level argv rules of runtime_shim/runc_argv.py (Go's
+ *     flag package), written once more in C and held to the same table of cases by the tests
+ *     (tests/unit/runtime_shim/argv_cases.json);
+ *   - which low-level runtime config.toml picks: never read from the TOML here. The Python side
+ *     writes what it resolved into a small cache file (runtime_shim/runtime_cache.py), keyed on the
+ *     config path, the config file's identity (dev, inode, size, mtime, ctime, or "missing") and the
+ *     PATH the runtime is searched in. Anything missing, stale, unreadable, not owned by us or
+ *     writable by others, and a runtime that cannot be executed, all mean: start Python, which
+ *     decides, writes a fresh cache and execs the runtime itself.
+ *
+ * When Python does start, the caller's environment is handed over in a memfd (GCT_LAUNCHER_ENVIRON_FD)
+ * instead of the process environment, which stays reduced to the allowlist: runc must get the
+ * caller's environment (NOTIFY_SOCKET, LISTEN_FDS, XDG_RUNTIME_DIR ...), Python must not.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define SHIM_PROGRAM_PREFIX "nvidia-container-runtime"
+#define SHIM_DEFAULT_CONFIG "/etc/nvidia-container-runtime/config.toml"
+#define SHIM_CONFIG_RELATIVE "/nvidia-container-runtime/config.toml"
+#define SHIM_DEFAULT_CACHE_DIR "/run/nvidia-container-toolkit"
+#define SHIM_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define SHIM_CACHE_MAGIC "gct-runtime-cache 1"
+#define SHIM_CACHE_MAX 16384
+
+/* runc 1.1.5's global flags: those that take a value, and the booleans. */
+static const char *const runc_value_flags[] = {"log", "log-format", "root", "criu", "rootless", NULL};
+static const char *const runc_bool_flags[] = {"debug", "systemd-cgroup", "help", "h", "version", "v", NULL};
+
+static int in_list(const char *const *list, const char *name, size_t len)
+{
+    for (int i = 0; list[i]; i++)
+        if (strlen(list[i]) == len && strncmp(list[i], name, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* Go's strconv.ParseBool: 1 true, 0 false, -1 not a boolean. */
+static int go_bool(const char *value)
+{
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True", NULL};
+    static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False", NULL};
+    for (int i = 0; yes[i]; i++)
+        if (strcmp(value, yes[i]) == 0)
+            return 1;
+    for (int i = 0; no[i]; i++)
+        if (strcmp(value, no[i]) == 0)
+            return 0;
+    return -1;
+}
+
+/*
+ * The index in argv of the subcommand runc will run, or 0 when it runs none (a usage error, help or
+ * version). Go's flag.Parse at the global level: flags until the first non-flag or a consumed "--";
+ * "-x" and "--x" alike; a value as "=v" or the next argument, whatever it is; booleans only "=v".
+ */
+static int runc_command_index(int argc, char **argv)
+{
+    /* help, h, version, v: each its own Go flag; urfave/cli refuses both spellings of one in a line */
+    static const char *const printing[] = {"help", "h", "version", "v", NULL};
+    int seen[4] = {0}, value_of[4] = {0};
+    int i = 1;
+    while (i < argc) {
+        const char *arg = argv[i];
+        if (strlen(arg) < 2 || arg[0] != '-')
+            break;
+        if (strcmp(arg, "--") == 0) {
+            i++;
+            break;
+        }
+        const char *name = arg[1] == '-' ? arg + 2 : arg + 1;
+        if (name[0] == '\0' || name[0] == '-' || name[0] == '=')
+            return 0;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        i++;
+        if (in_list(runc_bool_flags, name, len)) {
+            int value = eq ? go_bool(eq + 1) : 1;
+            if (value < 0)
+                return 0;
+            for (int k = 0; printing[k]; k++)
+                if (strlen(printing[k]) == len && strncmp(printing[k], name, len) == 0) {
+                    seen[k] = 1;
+                    value_of[k] = value;
+                }
+        } else if (in_list(runc_value_flags, name, len)) {
+            if (!eq && i++ >= argc)
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    if ((seen[0] && seen[1]) || (seen[2] && seen[3]))
+        return 0;
+    if (i >= argc || value_of[0] || value_of[1] || value_of[2] || value_of[3])
+        return 0; /* no command, or help/version printed instead */
+    return i;
+}
+
+/* Only `create` and `run` change the bundle; everything else goes straight to the runtime. */
+static int runc_command_needs_python(int argc, char **argv)
+{
+    int index = runc_command_index(argc, argv);
+    return index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0);
+}
+
+static const char *env_value(char **envp, const char *key)
+{
+    size_t len = strlen(key);
+    for (size_t i = 0; envp && envp[i]; i++)
+        if (strncmp(envp[i], key, len) == 0 && envp[i][len] == '=')
+            return envp[i] + len + 1;
+    return NULL;
+}
+
+static const char *nonempty(const char *value)
+{
+    return value && value[0] ? value : NULL;
+}
+
+/* FNV-1a, 64 bits: the cache file's name for a config path (runtime_shim/runtime_cache.py agrees). */
+static uint64_t fnv1a64(const char *text)
+{
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        hash ^= *p;
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+/* The config path by the same rule as cdi.config.config_path, as a plain string. */
+static int shim_config_path(char **envp, char *out, size_t size)
+{
+    const char *explicit_path = nonempty(env_value(envp, "NVIDIA_CTK_CONFIG_FILE_PATH"));
+    const char *xdg = nonempty(env_value(envp, "XDG_CONFIG_HOME"));
+    int n = explicit_path ? snprintf(out, size, "%s", explicit_path)
+            : xdg ? snprintf(out, size, "%s%s", xdg, SHIM_CONFIG_RELATIVE)
+                  : snprintf(out, size, "%s", SHIM_DEFAULT_CONFIG);
+    return n >= 0 && (size_t)n < size ? 0 : -1;
+}
+
+/* "dev ino size mtime_ns ctime_ns", or "missing"; -1 when the config cannot be looked at. */
+static int config_identity(const char *path, char *out, size_t size)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? (snprintf(out, size, "missing"), 0) : -1;
+    snprintf(out, size, "%llu %llu %lld %lld %lld", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino, (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+             (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+    return 0;
+}
+
+/* The whole cache file, NUL-terminated, if it is ours: a regular file owned by our euid that no one
+ * else can write. Returns its length, or -1. */
+static ssize_t read_cache(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    ssize_t total = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size > 0 && (size_t)st.st_size < size) {
+        total = 0;
+        ssize_t n;
+        while ((n = read(fd, buf + total, size - 1 - (size_t)total)) > 0)
+            total += n;
+        if (n < 0)
+            total = -1;
+        else
+            buf[total] = '\0';
+    }
+    close(fd);
+    return total;
+}
+
+/* The value of the line "key value" in the cache text, copied into out; -1 if absent. */
+static int cache_field(const char *text, const char *key, char *out, size_t size)
+{
+    size_t len = strlen(key);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) : strlen(line);
+        if (line_len > len && strncmp(line, key, len) == 0 && line[len] == ' ') {
+            size_t value_len = line_len - len - 1;
+            if (value_len >= size)
+                return -1;
+            memcpy(out, line + len + 1, value_len);
+            out[value_len] = '\0';
+            return 0;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+/* One line in the debug log the config names, in the format the Python side writes. */
+static void log_passthrough(const char *log_path, const char *name, const char *command, const char *runtime)
+{
+    int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd < 0)
+        return;
+    char stamp[32] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char line[PATH_MAX + 256];
+    int n = snprintf(line, sizeof(line), "time=\"%s\" level=debug msg=\"%s: passthrough of '%s' to %s\"\n",
+                     stamp, name, command, runtime);
+    if (n > 0 && (size_t)n < sizeof(line) && !strpbrk(command, "\"\\\n") && !strpbrk(runtime, "\"\\\n")) {
+        ssize_t ignored = write(fd, line, (size_t)n);
+        (void)ignored;
+    }
+    close(fd);
+}
+
+/* Exec the cached low-level runtime with the caller's argv and environment. Returns only when the
+ * cache cannot be trusted or the exec fails: then Python decides. */
+static void try_runtime_passthrough(const char *name, int argc, char **argv, char **envp)
+{
+    char config[PATH_MAX], identity[128], cache_path[PATH_MAX], text[SHIM_CACHE_MAX];
+    char cached[PATH_MAX], runtime[PATH_MAX], log_path[PATH_MAX];
+    if (shim_config_path(envp, config, sizeof(config)) != 0)
+        return;
+    const char *cache_dir = nonempty(env_value(envp, "NVIDIA_CTK_CACHE_DIR"));
+    int n = snprintf(cache_path, sizeof(cache_path), "%s/runtime-%016llx.cache",
+                     cache_dir ? cache_dir : SHIM_DEFAULT_CACHE_DIR, (unsigned long long)fnv1a64(config));
+    if (n < 0 || (size_t)n >= sizeof(cache_path) || read_cache(cache_path, text, sizeof(text)) < 0)
+        return;
+    if (strncmp(text, SHIM_CACHE_MAGIC "\n", strlen(SHIM_CACHE_MAGIC) + 1) != 0)
+        return;
+    const char *search_path = nonempty(env_value(envp, "PATH"));
+    if (cache_field(text, "config", cached, sizeof(cached)) != 0 || strcmp(cached, config) != 0)
+        return;
+    if (cache_field(text, "search-path", cached, sizeof(cached)) != 0 ||
+        strcmp(cached, search_path ? search_path : SHIM_DEFAULT_PATH) != 0)
+        return;
+    if (config_identity(config, identity, sizeof(identity)) != 0 ||
+        cache_field(text, "identity", cached, sizeof(cached)) != 0 || strcmp(cached, identity) != 0)
+        return;
+    if (cache_field(text, "runtime", runtime, sizeof(runtime)) != 0 || runtime[0] != '/')
+        return;
+
+    char **args = calloc((size_t)argc + 1, sizeof(char *));
+    if (!args)
+        return;
+    args[0] = runtime;
+    for (int i = 1; i < argc; i++)
+        args[i] = argv[i];
+    args[argc] = NULL;
+    if (cache_field(text, "debug-log", log_path, sizeof(log_path)) == 0) {
+        int index = runc_command_index(argc, argv);
+        log_passthrough(log_path, name, index ? argv[index] : "", runtime);
+    }
+    execve(runtime, args, envp);
+    free(args); /* not executable any more: Python finds out why and says so */
+}
+
+/* The caller's environment in a memfd for Python (NUL-separated entries), its number in *fd_out. */
+static int environ_memfd(char **envp, int *fd_out)
+{
+    int fd = memfd_create("gct-caller-environ", MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    for (size_t i = 0; envp && envp[i]; i++) {
+        size_t len = strlen(envp[i]) + 1, done = 0;
+        while (done < len) {
+            ssize_t n = write(fd, envp[i] + done, len - done);
+            if (n < 0) {
+                close(fd);
+                return -1;
+            }
+            done += (size_t)n;
+        }
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return -1;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static int is_runtime_shim(const char *program_name)
+{
+    return strncmp(program_name, SHIM_PROGRAM_PREFIX, strlen(SHIM_PROGRAM_PREFIX)) == 0 &&
+           (program_name[strlen(SHIM_PROGRAM_PREFIX)] == '\0' || program_name[strlen(SHIM_PROGRAM_PREFIX)] == '.');
+}
+
+/*
+ * For the shim programs: exec the runtime at once when the command needs no Python; otherwise add to
+ * Python's (already reduced) environment the memfd with the caller's environment and our own path.
+ * Returns the environment to start Python with, or NULL on failure.
+ */
+static char **runtime_shim_prepare(const char *name, const char *self, int argc, char **argv, char **envp,
+                                   char **python_env)
+{
+    if (!runc_command_needs_python(argc, argv))
+        try_runtime_passthrough(name, argc, argv, envp);
+    int fd;
+    if (environ_memfd(envp, &fd) != 0)
+        return NULL;
+    size_t n = 0;
+    while (python_env[n])
+        n++;
+    char **out = calloc(n + 3, sizeof(char *));
+    char *fd_entry = malloc(64);
+    char *exe_entry = malloc(strlen(self) + 32);
+    if (!out || !fd_entry || !exe_entry)
+        return NULL;
+    memcpy(out, python_env, n * sizeof(char *));
+    snprintf(fd_entry, 64, "GCT_LAUNCHER_ENVIRON_FD=%d", fd);
+    sprintf(exe_entry, "GCT_LAUNCHER_EXE=%s", self);
+    out[n] = fd_entry;
+    out[n + 1] = exe_entry;
+    out[n + 2] = NULL;
+    return out;
+}

@@ -1,0 +1,86 @@
+"""Reading and rewriting a bundle's config.json.
+
+The rewrite is atomic: a temp file in the same directory (so rename stays on one filesystem), written,
+given the original's mode and owner, fsynced, renamed over config.json, and the directory fsynced.
+A reader (runc, a crash, a concurrent `runc state`) sees the old file or the new one, never a part.
+Every field is kept, the ones the shim knows nothing about included: the document is parsed into plain
+dicts and lists, changed where the edits say, and written back whole.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from runtime_shim.errors import ShimError
+
+CONFIG_NAME = "config.json"
+MAX_SPEC_BYTES = 64 * 1024 * 1024
+
+
+def spec_path(bundle: str) -> str:
+    return os.path.join(bundle, CONFIG_NAME)
+
+
+def read_spec(bundle: str) -> tuple[dict, bytes]:
+    """(the parsed config.json, its exact bytes)."""
+    path = spec_path(bundle)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise ShimError(f"cannot read the OCI spec: {exc.strerror}", path) from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise ShimError(f"OCI spec larger than {MAX_SPEC_BYTES} bytes", path)
+    try:
+        document = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ShimError(f"the OCI spec is not valid JSON: {exc}", path) from None
+    if not isinstance(document, dict):
+        raise ShimError("the OCI spec is not a JSON object", path)
+    return document, data
+
+
+def write_spec(bundle: str, document: dict) -> None:
+    """Replace config.json with document, atomically, keeping its mode and owner."""
+    path = os.path.realpath(spec_path(bundle))
+    directory = os.path.dirname(path)
+    data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ShimError(f"cannot stat the OCI spec: {exc.strerror}", path) from None
+    tmp = None
+    try:
+        name = _temp_name(directory)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        tmp = name  # ours from here on: removed again if anything below fails
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                os.fchown(fd, st.st_uid, st.st_gid)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+        tmp = None
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise ShimError(f"cannot write the OCI spec: {exc.strerror}", exc.filename or path) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _temp_name(directory: str) -> str:
+    return os.path.join(directory, f".{CONFIG_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp")

@@ -1,0 +1,187 @@
+"""nvidia-container-runtime: the OCI runtime shim in front of runc/crun.
+
+Engines call it exactly like runc. For `create` and `run` with a GPU request it edits the bundle's
+config.json (in the mode the config or the program name picks, runtime_shim.modes) and then execs the
+low-level runtime with the same argv; for everything else it execs the runtime at once (normally the
+C launcher already did that without starting Python: libcontainer_c/runtime_passthrough.c).
+
+Started through the static launcher, this process has a reduced environment; the caller's own one
+(which the low-level runtime must get) arrives in a memfd named by GCT_LAUNCHER_ENVIRON_FD.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from cdi.errors import CdiError
+from runtime_shim import runtime_cache
+from runtime_shim.errors import ShimError, append_line, runc_log_line
+from runtime_shim.runc_argv import RuncCommand, parse_runc_argv
+
+log = logging.getLogger("nvidia-container-runtime")
+
+ENVIRON_FD = "GCT_LAUNCHER_ENVIRON_FD"
+LAUNCHER_EXE = "GCT_LAUNCHER_EXE"
+LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+              "warning": logging.WARNING, "error": logging.ERROR, "fatal": logging.CRITICAL,
+              "panic": logging.CRITICAL}
+
+
+def caller_environment() -> dict[str, str]:
+    """The environment the caller gave us: from the launcher's memfd, else our own (run directly)."""
+    fd_text = os.environ.get(ENVIRON_FD)
+    if fd_text is None:
+        return {k: v for k, v in os.environ.items() if k not in (ENVIRON_FD, LAUNCHER_EXE)}
+    fd = int(fd_text)
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    environ: dict[str, str] = {}
+    for entry in b"".join(chunks).split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep and key:  # the first of duplicates is the one getenv() finds
+            environ.setdefault(os.fsdecode(key), os.fsdecode(value))
+    return environ
+
+
+class _RuncFormat(logging.Formatter):
+    def __init__(self, log_format: str, program: str):
+        super().__init__()
+        self.log_format, self.program = log_format, program
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = {"WARNING": "warning", "CRITICAL": "fatal"}.get(record.levelname, record.levelname.lower())
+        message = f"{self.program}: {record.getMessage()}"
+        return runc_log_line(message, level, self.log_format, record.created).rstrip("\n")
+
+
+def setup_logging(program: str, config, command: RuncCommand) -> None:
+    """The debug log of the config (`nvidia-container-runtime.debug`, at `log-level`), and warnings
+    and errors also in runc's --log file, where engines look for them."""
+    settings = config.nvidia_container_runtime
+    root = logging.getLogger()
+    root.setLevel(LOG_LEVELS.get(settings.log_level, logging.INFO))
+    if settings.debug and settings.debug != "/dev/null":
+        try:
+            handler = logging.FileHandler(settings.debug, encoding="utf-8")
+        except OSError as exc:
+            raise ShimError(f"cannot open the debug log: {exc.strerror}", settings.debug) from None
+        handler.setFormatter(_RuncFormat("text", program))
+        root.addHandler(handler)
+    if command.log_file:
+        try:
+            runc_log = logging.FileHandler(command.log_file, encoding="utf-8")
+        except OSError:
+            return  # runc itself will complain about its log file
+        runc_log.setLevel(logging.WARNING)
+        runc_log.addFilter(lambda record: record.levelno < logging.ERROR)  # errors: report() writes them
+        runc_log.setFormatter(_RuncFormat(command.log_format, program))
+        root.addHandler(runc_log)
+
+
+def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str, str],
+                  launcher_exe: str | None) -> None:
+    """Edit the bundle's config.json for the container's GPU request; untouched when there is none."""
+    from cdi.request import resolve_device_request
+    from runtime_shim import modes
+    from runtime_shim.bundle_spec import read_spec, write_spec
+
+    bundle = command.bundle_dir()
+    oci, _ = read_spec(bundle)
+    request = resolve_device_request(oci, config)
+    if not request.is_gpu_container:
+        log.debug("no GPU requested by %s: config.json left as it is", command.container_id)
+        return
+    registry = None
+
+    def open_registry():
+        nonlocal registry
+        if registry is None:
+            from cdi.registry import open_registry as open_spec_dirs
+
+            cache = os.path.join(runtime_cache.cache_dir(environ), "cdi-validated.json")
+            registry = open_spec_dirs(config, cache)
+            for problem in registry.problems:
+                log.warning("CDI spec skipped: %s", problem)
+            for conflict in registry.conflicts:
+                log.warning("CDI device skipped: %s", conflict)
+        return registry
+
+    mode = modes.choose_mode(modes.forced_mode(program) or config.nvidia_container_runtime.mode,
+                             request, config, open_registry)
+    log.info("container %s asks for %s (%s): mode %s", command.container_id,
+             ",".join(request.devices) or "none", request.where, mode)
+    if mode == "cdi":
+        new = modes.apply_cdi(oci, request, config, open_registry())
+    elif mode == "jit-cdi":
+        new = modes.apply_jit_cdi(oci, request, config, environ, launcher_exe)
+    elif mode == "legacy":
+        new = modes.apply_legacy(oci, modes.find_hook(config, environ, launcher_exe), environ)
+    else:
+        raise ShimError(f"mode {mode!r} is not supported by this runtime", "nvidia-container-runtime.mode")
+    if new != oci:
+        write_spec(bundle, new)
+
+
+def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> str:
+    """Everything before the exec; returns the low-level runtime to exec."""
+    from cdi.config import load_config
+    from runtime_shim.low_level import find_low_level_runtime
+
+    command = parse_runc_argv(args)
+    config_path = runtime_cache.config_path_string(environ)
+    identity = runtime_cache.config_identity(config_path)
+    config = load_config(config_path)
+    setup_logging(program, config, command)
+    search_path = runtime_cache.search_path(environ)
+    runtime = find_low_level_runtime(config.nvidia_container_runtime.runtimes, search_path, launcher_exe)
+    debug_log = config.nvidia_container_runtime.debug
+    runtime_cache.write_cache(environ, identity, runtime,
+                              debug_log if debug_log and debug_log != "/dev/null" else None)
+    log.debug("argv %s: command %s, low-level runtime %s", args, command.command, runtime)
+    if command.modify:
+        modify_bundle(program, command, config, environ, launcher_exe)
+    elif command.error:
+        log.debug("not modified, runc will refuse the command line: %s", command.error)
+    return runtime
+
+
+def report(program: str, error: Exception, args: list[str]) -> None:
+    """One line on stderr; the same in runc's --log file (in its format) so engines show it."""
+    message = f"{program}: error: {error}"
+    print(message, file=sys.stderr, flush=True)
+    command = parse_runc_argv(args)
+    if command.log_file:
+        append_line(command.log_file, runc_log_line(message, "error", command.log_format))
+
+
+def main() -> int:
+    program = os.path.basename(sys.argv[0]) or "nvidia-container-runtime"
+    args = sys.argv[1:]
+    launcher_exe = os.environ.get(LAUNCHER_EXE)
+    try:
+        environ = caller_environment()
+        runtime = run(program, args, environ, launcher_exe)
+    except CdiError as exc:
+        if logging.getLogger().handlers:  # the debug log, once the config has named one
+            log.error("%s", exc)
+        report(program, exc, args)
+        return 1
+    except Exception as exc:  # an unforeseen failure still ends in one line, the details in the debug log
+        log.debug("unexpected failure", exc_info=True)
+        report(program, ShimError(f"unexpected {type(exc).__name__}: {exc}"), args)
+        return 1
+    logging.shutdown()
+    try:
+        os.execve(runtime, [runtime, *args], environ)
+    except OSError as exc:
+        report(program, ShimError(f"cannot execute the low-level runtime: {exc.strerror}", runtime), args)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

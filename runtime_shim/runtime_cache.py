@@ -1,0 +1,134 @@
+"""The passthrough cache: what the C launcher needs to exec the low-level runtime without Python.
+
+config.toml is read only here, in Python (one TOML parser). After resolving the low-level runtime, the
+shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small text file:
+
+    gct-runtime-cache 1
+    config <config path as the launcher computes it>
+    identity <dev> <ino> <size> <mtime_ns> <ctime_ns>     (or: identity missing)
+    search-path <the PATH the runtime was looked up in>
+    runtime <absolute path of the low-level runtime>
+    debug-log <path>                                         (only when the config sets a debug log)
+
+The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
+view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
+its euid that no one else can write; otherwise it starts Python, which writes a fresh one. ctime is in
+the identity because no one can set it back: an edit in place that restores size and mtime still
+changes it. The cache dir is `$NVIDIA_CTK_CACHE_DIR`, else /run/nvidia-container-toolkit (tmpfs: the
+cache does not outlive a boot).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import tempfile
+
+log = logging.getLogger(__name__)
+
+MAGIC = "gct-runtime-cache 1"
+MAX_CACHE_BYTES = 16384  # the launcher's read buffer
+CACHE_DIR_ENV = "NVIDIA_CTK_CACHE_DIR"
+DEFAULT_CACHE_DIR = "/run/nvidia-container-toolkit"
+DEFAULT_SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
+DEFAULT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+CONFIG_RELATIVE = "/nvidia-container-runtime/config.toml"
+
+
+def fnv1a64(text: str) -> int:
+    value = 0xCBF29CE484222325
+    for byte in os.fsencode(text):
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def config_path_string(environ: dict[str, str]) -> str:
+    """cdi.config.config_path's rule, as the unnormalised string the launcher also builds."""
+    if environ.get(CONFIG_ENV):
+        return environ[CONFIG_ENV]
+    if environ.get("XDG_CONFIG_HOME"):
+        return environ["XDG_CONFIG_HOME"] + CONFIG_RELATIVE
+    return DEFAULT_CONFIG
+
+
+def search_path(environ: dict[str, str]) -> str:
+    """The PATH runtimes are looked up in: the caller's, or the launcher's default when unset/empty."""
+    return environ.get("PATH") or DEFAULT_SEARCH_PATH
+
+
+def cache_dir(environ: dict[str, str]) -> str:
+    return environ.get(CACHE_DIR_ENV) or DEFAULT_CACHE_DIR
+
+
+def cache_file(environ: dict[str, str]) -> str:
+    return os.path.join(cache_dir(environ), f"runtime-{fnv1a64(config_path_string(environ)):016x}.cache")
+
+
+def config_identity(path: str) -> str | None:
+    """The launcher's identity string for the config file; None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return None
+    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+
+def render(config: str, identity: str, path: str, runtime: str, debug_log: str | None) -> str | None:
+    """The cache text, or None when a value cannot be written on one line (then there is no cache)."""
+    fields = [("config", config), ("identity", identity), ("search-path", path), ("runtime", runtime)]
+    if debug_log:
+        fields.append(("debug-log", debug_log))
+    if any("\n" in value or "\0" in value or not value for _, value in fields):
+        return None
+    return "\n".join([MAGIC, *(f"{key} {value}" for key, value in fields)]) + "\n"
+
+
+def read_cache(path: str) -> dict[str, str]:
+    """The fields of a cache file the launcher would trust (a regular file, not a symlink, owned by our
+    euid, writable by no one else); {} otherwise or when it is not a cache file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_size >= MAX_CACHE_BYTES):
+            return {}
+        lines = os.read(fd, MAX_CACHE_BYTES).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    finally:
+        os.close(fd)
+    if not lines or lines[0] != MAGIC:
+        return {}
+    return dict(line.split(" ", 1) for line in lines[1:] if " " in line)
+
+
+def write_cache(environ: dict[str, str], identity_before: str | None, runtime: str, debug_log: str | None) -> None:
+    """Record runtime for the launcher, if the config file is still the one that was read
+    (identity_before, taken before reading it). A cache that cannot be written only costs speed."""
+    config = config_path_string(environ)
+    if identity_before is None or config_identity(config) != identity_before:
+        return
+    text = render(config, identity_before, search_path(environ), runtime, debug_log)
+    target = cache_file(environ)
+    if text is None or read_cache(target) == dict(l.split(" ", 1) for l in text.splitlines()[1:]):
+        return
+    directory = os.path.dirname(target)
+    try:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".runtime-cache.", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        log.debug("cannot write the passthrough cache %s: %s", target, exc)

@@ -1,0 +1,103 @@
+"""A private installation of the shim for tests: launchers in a temp bin dir, a config.toml naming a
+fake low-level runtime that records its argv, environment and the bundle's config.json as it was
+handed over, a cache dir and a debug log, all in temp dirs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from libcontainer_c import install_launchers
+
+FAKE_RUNTIME = """#!/bin/sh
+# records what it was given: one JSON document per call
+{python} - "$0" "$@" <<'PY' >> {record}
+import json, os, sys
+bundle = None
+args = sys.argv[2:]
+for i, a in enumerate(args):
+    if a in ("--bundle", "-b") and i + 1 < len(args):
+        bundle = args[i + 1]
+spec = None
+if bundle and os.path.exists(os.path.join(bundle, "config.json")):
+    spec = open(os.path.join(bundle, "config.json")).read()
+print(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ), "spec": spec}}))
+PY
+exit {exit_code}
+"""
+
+
+def install_shim(bindir: Path) -> Path:
+    names = install_launchers.install(bindir, sys.executable)
+    assert "nvidia-container-runtime" in names
+    return bindir / "nvidia-container-runtime"
+
+
+@dataclass
+class ShimEnv:
+    root: Path
+    bindir: Path
+    record: Path
+    runtime: Path
+    config: Path
+    cache_dir: Path
+    debug_log: Path
+
+    @property
+    def shim(self) -> Path:
+        return self.bindir / "nvidia-container-runtime"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config),
+                "NVIDIA_CTK_CACHE_DIR": str(self.cache_dir), **extra}
+
+    def write_config(self, text: str = "", runtimes: list[str] | None = None) -> None:
+        runtimes = [str(self.runtime)] if runtimes is None else runtimes
+        self.config.write_text(
+            "[nvidia-container-runtime]\n"
+            f"runtimes = {json.dumps(runtimes)}\n"
+            f'debug = "{self.debug_log}"\nlog-level = "debug"\n' + text)
+
+    def run(self, *args: str, program: str = "nvidia-container-runtime", env: dict | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+        exe = self.bindir / program
+        return subprocess.run([str(exe), *args], env=env or self.env(), cwd=cwd or self.root,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+
+    def calls(self) -> list[dict]:
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def reset(self) -> None:
+        for path in (self.record, self.debug_log):
+            path.unlink(missing_ok=True)
+
+    def python_ran(self) -> bool:
+        """The Python side logs every call it handles; the C passthrough logs another line."""
+        return self.debug_log.exists() and "low-level runtime" in self.debug_log.read_text()
+
+
+def make_shim_env(root: Path, bindir: Path, exit_code: int = 0) -> ShimEnv:
+    record = root / "calls.jsonl"
+    runtime = root / "fake-runc"
+    runtime.write_text(FAKE_RUNTIME.format(python=sys.executable, record=record, exit_code=exit_code))
+    runtime.chmod(0o755)
+    env = ShimEnv(root, bindir, record, runtime, root / "config.toml", root / "cache", root / "debug.log")
+    env.write_config()
+    return env
+
+
+def minimal_spec(env: list[str] | None = None, **extra) -> dict:
+    return {"ociVersion": "1.0.2", "process": {"args": ["true"], "env": ["PATH=/bin", *(env or [])], "cwd": "/"},
+            "root": {"path": "rootfs"}, "linux": {"namespaces": [{"type": "mount"}]}, **extra}
+
+
+def make_bundle(path: Path, spec: dict, mode: int = 0o644) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(spec, indent=1))
+    os.chmod(path / "config.json", mode)
+    return path

@@ -1,0 +1,141 @@
+"""The C launcher's passthrough: every command but create/run goes to the low-level runtime without
+Python, decided with the argv table the Python parser is tested with, and only while the cache the
+Python side wrote still describes the config, the PATH and the runtime."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from runtime_shim import runtime_cache
+from tests.unit.runtime_shim.argv_table import parametrize_cases
+from tests.unit.runtime_shim.shim_env import install_shim, make_shim_env
+
+
+@pytest.fixture(scope="module")
+def bindir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bin")
+    install_shim(path)
+    return path
+
+
+@pytest.fixture
+def shim(tmp_path, bindir):
+    env = make_shim_env(tmp_path, bindir)
+    first = env.run("state", "warm-up")  # Python resolves the runtime and writes the cache
+    assert first.returncode == 0, first.stderr
+    assert env.python_ran()
+    env.reset()
+    return env
+
+
+@parametrize_cases()
+def test_launcher_decides_like_the_table(shim, case):
+    result = shim.run(*case["argv"], env=shim.env(CALLER_ONLY="kept", LD_LIBRARY_PATH="/caller/lib"))
+    needs_python = case["command"] in ("create", "run")
+    assert shim.python_ran() == needs_python, (result.stderr, shim.debug_log.read_text())
+    if not case["modify"]:
+        # unmodified commands, from C or from Python: the runtime gets the exact argv and the caller's env
+        assert result.returncode == 0, result.stderr
+        [call] = shim.calls()
+        assert call["argv"] == [str(shim.runtime), *case["argv"]]
+        assert call["env"]["CALLER_ONLY"] == "kept"
+        assert call["env"]["LD_LIBRARY_PATH"] == "/caller/lib"
+        assert not any(k.startswith("GCT_") for k in call["env"])
+
+
+def test_passthrough_is_logged_to_the_configured_debug_log(shim):
+    assert shim.run("--root", "/r", "kill", "ctr", "9").returncode == 0
+    log = shim.debug_log.read_text()
+    assert "passthrough of 'kill' to " + str(shim.runtime) in log
+    assert log.startswith('time="') and "level=debug" in log
+
+
+def test_changed_config_sends_the_next_call_to_python(shim, tmp_path):
+    other = tmp_path / "other-runc"
+    other.write_text(shim.runtime.read_text())
+    other.chmod(0o755)
+    shim.write_config(runtimes=[str(other)])
+    assert shim.run("state", "x").returncode == 0
+    assert shim.python_ran()
+    assert shim.calls()[0]["argv"][0] == str(other)
+    shim.reset()
+    assert shim.run("state", "y").returncode == 0  # the fresh cache serves the next call
+    assert not shim.python_ran()
+    assert shim.calls()[0]["argv"][0] == str(other)
+
+
+def test_config_rewritten_with_the_same_size_and_mtime_is_still_noticed(shim):
+    st = os.stat(shim.config)
+    text = shim.config.read_text()
+    time.sleep(0.01)
+    shim.config.write_text(text.replace("debug", "DEBUG", 0))  # same bytes: only ctime moves
+    os.utime(shim.config, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert shim.run("state", "x").returncode == 0
+    assert shim.python_ran()
+
+
+def test_a_different_path_sends_the_call_to_python(shim):
+    assert shim.run("state", "x", env=shim.env(PATH="/usr/bin:/bin")).returncode == 0
+    assert shim.python_ran()
+
+
+def test_cache_writable_by_others_is_ignored(shim):
+    cache = runtime_cache.cache_file(shim.env())
+    os.chmod(cache, 0o666)
+    assert shim.run("state", "x").returncode == 0
+    assert shim.python_ran()
+    assert os.stat(cache).st_mode & 0o777 == 0o644  # replaced by a good one
+
+
+def test_cache_symlink_is_not_followed(shim, tmp_path):
+    cache = runtime_cache.cache_file(shim.env())
+    real = tmp_path / "elsewhere.cache"
+    os.rename(cache, real)
+    os.symlink(real, cache)
+    assert shim.run("state", "x").returncode == 0
+    assert shim.python_ran()
+
+
+def test_runtime_gone_is_reported_by_python(shim):
+    shim.runtime.unlink()
+    result = shim.run("state", "x")
+    assert result.returncode == 1
+    assert result.stderr.startswith("nvidia-container-runtime: error: no low-level runtime found (tried ")
+    assert result.stderr.count("\n") == 1
+
+
+def test_config_that_is_not_toml_fails_every_command(shim):
+    shim.config.write_text("this is = = not toml\n")
+    result = shim.run("delete", "x")
+    assert result.returncode == 1
+    assert result.stderr.startswith("nvidia-container-runtime: error: invalid TOML")
+    assert not shim.calls()
+
+
+def test_missing_config_is_cached_as_missing(shim, tmp_path):
+    env = shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(tmp_path / "absent.toml"),
+                   PATH=f"{shim.runtime.parent}:/usr/bin:/bin")
+    os.symlink(shim.runtime, tmp_path / "runc")  # the defaults: runc from PATH
+    assert shim.run("state", "x", env=env).returncode == 0
+    cached = runtime_cache.read_cache(runtime_cache.cache_file(env))
+    assert cached["identity"] == "missing"
+    assert cached["runtime"] == str(tmp_path / "runc")
+    assert "debug-log" not in cached
+    assert shim.run("state", "y", env=env).returncode == 0
+    assert [c["argv"][1:] for c in shim.calls()] == [["state", "x"], ["state", "y"]]
+
+
+def test_the_shim_itself_is_never_its_own_runtime(shim):
+    os.symlink(shim.shim, shim.root / "runc")
+    env = shim.env(PATH=str(shim.root))  # no real runc after it
+    shim.write_config(runtimes=["runc", str(shim.runtime)])
+    assert shim.run("state", "x", env=env).returncode == 0
+    assert shim.calls()[0]["argv"][0] == str(shim.runtime)
+
+
+def test_cache_name_matches_the_launchers_hash():
+    # FNV-1a 64 reference values
+    assert runtime_cache.fnv1a64("") == 0xCBF29CE484222325
+    assert runtime_cache.fnv1a64("a") == 0xAF63DC4C8601EC8C
