@@ -21,6 +21,11 @@ def main() -> int:
          "create", str(SIMULATED_HOST), "--gpus", "2", "--mig", "1=3g.20gb,1g.5gb", "--force")
     step("what NVML reports for it", str(BIN / "nvidia-ctk"), "info", "--driver-root", str(SIMULATED_HOST))
     step("its nvidia-smi", str(SIMULATED_HOST / "usr/bin/nvidia-smi"), "-L")
+    spec_dir = SIMULATED_HOST.parent / "cdi"
+    spec_dir.mkdir(exist_ok=True)
+    step("a CDI spec for it (one createContainer hook: nvidia-cdi-hook)", str(BIN / "nvidia-ctk"), "cdi", "generate",
+         "--driver-root", str(SIMULATED_HOST), "--output", str(spec_dir / "nvidia.yaml"))
+    step("the device names it gives containers", str(BIN / "nvidia-ctk"), "cdi", "list", "--spec-dir", str(spec_dir))
     return 0
 
 
