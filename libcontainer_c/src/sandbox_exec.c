@@ -1,9 +1,10 @@
 /* The one sandboxed runner: a HOST binary (opened by the caller before anything is entered) executed
  * from its fd inside a container's rootfs. The child optionally joins the container's mount
- * namespace, takes a private copy of it, hides a procfs mounted in the rootfs (its /proc/<pid>/root
- * magic links lead out of any chroot), chroots into the rootfs, sets resource limits, drops every
- * capability, sets no_new_privs and execs with an empty environment. The caller gets the wait status
- * and what the program wrote to stdout/stderr, or the setup stage that failed with its errno. */
+ * namespace, takes a private copy of it, covers the rootfs with a nodev,nosuid,noexec copy of
+ * itself, hides a procfs mounted in it (its /proc/<pid>/root magic links lead out of any chroot),
+ * chroots into it, sets resource limits, drops every capability, sets no_new_privs and execs with an
+ * empty environment. The caller gets the wait status and what the program wrote to stdout/stderr, or
+ * the setup stage that failed with its errno. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -64,6 +65,29 @@ static int hide_procfs(int rootfd)
     return 0;
 }
 
+/* Puts a recursive copy of the rootfs over itself (in our private mount copy) with nodev, nosuid and
+ * noexec: the program may open what the image holds, but a device node the image ships (say a link
+ * to a watchdog device among the libraries) opens nothing, since this child is in the HOST's device
+ * cgroup. Returns an fd of the new root. */
+static int open_restricted_root(const char *root_path)
+{
+    int rootfd, tree;
+
+    rootfd = gct_open_root(root_path);
+    if (rootfd < 0)
+        return -1;
+    tree = gct_clone_tree(rootfd, NULL, 1);
+    if (tree < 0 || gct_set_tree_attrs(tree, GCT_ATTR_NODEV | GCT_ATTR_NOSUID | GCT_ATTR_NOEXEC, 0) < 0
+        || move_mount(tree, "", rootfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+        gct_close_keep_errno(tree);
+        gct_close_keep_errno(rootfd);
+        return -1;
+    }
+    close(rootfd);
+    /* the tree fd is the new mount's root: exactly the view to chroot into */
+    return tree;
+}
+
 static int redirect_stdio(int outfd)
 {
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -86,7 +110,7 @@ static void child_main(const struct gct_sandbox *sb, int outfd, int statusfd)
         report(statusfd, "setns");
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         report(statusfd, "private mount namespace");
-    rootfd = gct_open_root(sb->root_path);
+    rootfd = open_restricted_root(sb->root_path);
     if (rootfd < 0)
         report(statusfd, "open root");
     if (hide_procfs(rootfd) < 0)

@@ -4,9 +4,11 @@ The rootfs: busybox-static plus real ELF libraries (the host's libz and one buil
 Hostile variants point /etc, the cache and procfs magic links at a host temp dir, which must stay
 untouched. A static probe program, run through the same runner, shows what the sandbox leaves.
 """
+import errno
 import json
 import os
 import shutil
+import stat
 import subprocess
 
 import pytest
@@ -135,22 +137,26 @@ PROBE_C = r"""
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <errno.h>
 extern char **environ;
 int main(int argc, char **argv) {
     struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
     struct __user_cap_data_struct d[2];
     struct rlimit cpu, nofile;
-    int envc = 0, fds = 0, cap, bounding = 0;
+    int envc = 0, fds = 0, cap, bounding = 0, node_errno = 0;
     for (char **e = environ; *e; e++) envc++;
     syscall(SYS_capget, &h, d);
     for (cap = 0; cap < 64; cap++) if (prctl(PR_CAPBSET_READ, cap) == 1) bounding++;
     for (int fd = 3; fd < 1024; fd++) if (fcntl(fd, F_GETFD) >= 0) fds++;
     getrlimit(RLIMIT_CPU, &cpu); getrlimit(RLIMIT_NOFILE, &nofile);
+    if (open("/usr/lib/libnode.so.1", O_RDONLY) < 0) node_errno = errno;
     printf("{\"argv0\": \"%s\", \"argc\": %d, \"env\": %d, \"eff\": %u, \"prm\": %u, \"bounding\": %d,"
-           " \"nnp\": %d, \"cpu\": %lu, \"nofile\": %lu, \"extra_fds\": %d, \"marker\": %d, \"uid\": %d}\n",
+           " \"nnp\": %d, \"cpu\": %lu, \"nofile\": %lu, \"extra_fds\": %d, \"marker\": %d, \"uid\": %d,"
+           " \"node_errno\": %d}\n",
            argv[0], argc, envc, d[0].effective | d[1].effective, d[0].permitted | d[1].permitted,
            bounding, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0), (unsigned long)cpu.rlim_cur,
-           (unsigned long)nofile.rlim_cur, fds, access("/marker-inside-rootfs", F_OK) == 0, getuid());
+           (unsigned long)nofile.rlim_cur, fds, access("/marker-inside-rootfs", F_OK) == 0, getuid(),
+           node_errno);
     return 3;
 }
 """
@@ -162,6 +168,8 @@ def test_sandbox_leaves_nothing_privileged(rootfs, tmp_path, monkeypatch):
     probe = tmp_path / "probe"
     subprocess.run(["gcc", "-static", "-O1", "-o", probe, src], check=True)
     (rootfs / "marker-inside-rootfs").write_text("")
+    # a device node the image ships among its libraries (here /dev/null's numbers) opens nothing
+    os.mknod(rootfs / "usr/lib/libnode.so.1", stat.S_IFCHR | 0o666, os.makedev(1, 3))
     monkeypatch.setenv("LD_PRELOAD", "/evil.so")
     leak = os.open("/", os.O_RDONLY)  # an fd of ours that must not reach the program
     try:
@@ -172,7 +180,8 @@ def test_sandbox_leaves_nothing_privileged(rootfs, tmp_path, monkeypatch):
     seen = json.loads(result.output)
     assert result.returncode == 3
     assert seen == {"argv0": "ldconfig", "argc": 2, "env": 0, "eff": 0, "prm": 0, "bounding": 0,
-                    "nnp": 1, "cpu": 7, "nofile": 99, "extra_fds": 0, "marker": 1, "uid": 0}
+                    "nnp": 1, "cpu": 7, "nofile": 99, "extra_fds": 0, "marker": 1, "uid": 0,
+                    "node_errno": errno.EACCES}
 
 
 def test_failures_are_clear(rootfs, tmp_path):
