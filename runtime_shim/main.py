@@ -74,7 +74,7 @@ def setup_logging(program: str, config, command: RuncCommand) -> None:
         root.addHandler(handler)
     if command.log_file:
         try:
-            runc_log = logging.FileHandler(command.log_file, encoding="utf-8")
+            runc_log = logging.FileHandler(command.log_file, encoding="utf-8", delay=True)
         except OSError:
             return  # runc itself will complain about its log file
         runc_log.setLevel(logging.WARNING)

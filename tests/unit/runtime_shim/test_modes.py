@@ -1,0 +1,135 @@
+"""The auto rule, hook handling and the atomic config.json rewrite, in-process."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cdi.config import Config, parse_config
+from cdi.request import resolve_device_request
+from runtime_shim import modes
+from runtime_shim.bundle_spec import read_spec, write_spec
+from runtime_shim.errors import ShimError
+
+
+class FakeRegistry:
+    def __init__(self, names):
+        self.devices = {n: object() for n in names}
+
+
+def request_for(env=(), annotations=None, config=None):
+    spec = {"process": {"env": list(env)}}
+    if annotations:
+        spec["annotations"] = annotations
+    return resolve_device_request(spec, config or Config())
+
+
+def auto(req, names=("nvidia.com/gpu=0", "nvidia.com/gpu=1", "nvidia.com/gpu=all"), jit=True, monkeypatch=None):
+    opened = []
+
+    def factory():
+        opened.append(1)
+        return FakeRegistry(names)
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(modes, "jit_cdi_available", lambda: jit)
+    return modes.choose_mode("auto", req, Config(), factory), bool(opened)
+
+
+def test_generated_capabilities_match_the_generator():
+    from cdi.generate import GENERATE_CAPABILITIES
+
+    assert modes.GENERATED_CAPABILITIES == frozenset(GENERATE_CAPABILITIES)
+
+
+def test_configured_mode_is_used_as_is(monkeypatch):
+    req = request_for(["NVIDIA_VISIBLE_DEVICES=0"])
+    assert modes.choose_mode("legacy", req, Config(), lambda: pytest.fail("no registry needed")) == "legacy"
+
+
+@pytest.mark.parametrize("env, annotations, expected, opened", [
+    (["NVIDIA_VISIBLE_DEVICES=1"], None, "cdi", True),                       # a spec has it
+    (["NVIDIA_VISIBLE_DEVICES=all"], None, "cdi", True),
+    (["NVIDIA_VISIBLE_DEVICES=3"], None, "jit-cdi", True),                   # no spec for it
+    (["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=3"], None, "cdi", False),       # a CDI name: cdi decides
+    ([], {"cdi.k8s.io/x": "vendor.example/c=d"}, "cdi", False),
+    (["NVIDIA_VISIBLE_DEVICES=none"], None, "jit-cdi", False),               # driver files only
+    (["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compat32,compute"], None, "jit-cdi", False),
+    (["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=graphics,video"], None, "cdi", True),
+    (["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=12.0"], None, "jit-cdi", False),
+    (["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=12.0", "NVIDIA_DISABLE_REQUIRE=true"], None, "cdi", True),
+    (["NVIDIA_VISIBLE_DEVICES=0", "CUDA_VERSION=12.1"], None, "jit-cdi", False),  # legacy image: cuda>=12.1
+    (["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=0"], None, "legacy", False),
+])
+def test_auto_rule(monkeypatch, env, annotations, expected, opened):
+    assert auto(request_for(env, annotations), monkeypatch=monkeypatch) == (expected, opened)
+
+
+def test_auto_without_jit_discovery_falls_back_to_legacy(monkeypatch):
+    assert auto(request_for(["NVIDIA_VISIBLE_DEVICES=3"]), jit=False, monkeypatch=monkeypatch)[0] == "legacy"
+
+
+def test_program_names_force_modes():
+    assert modes.forced_mode("/usr/bin/nvidia-container-runtime.cdi") == "cdi"
+    assert modes.forced_mode("nvidia-container-runtime.legacy") == "legacy"
+    assert modes.forced_mode("nvidia-container-runtime") is None
+
+
+def test_drop_legacy_hooks_keeps_others():
+    oci = {"hooks": {"prestart": [{"path": "/x/libnetwork-setkey"}, {"path": "/opt/nvidia-container-runtime-hook"},
+                                  {"path": "/usr/bin/env", "args": ["nvidia-container-runtime-hook", "prestart"]}]}}
+    assert modes.drop_legacy_hooks(oci)["hooks"]["prestart"] == [{"path": "/x/libnetwork-setkey"}]
+
+
+def test_legacy_hook_added_after_existing_ones():
+    oci = {"hooks": {"prestart": [{"path": "/x/libnetwork-setkey"}]}}
+    new = modes.apply_legacy(oci, "/opt/bin/nvidia-container-runtime-hook", {"XDG_CONFIG_HOME": "/cfg"})
+    assert new["hooks"]["prestart"][0] == {"path": "/x/libnetwork-setkey"}
+    assert new["hooks"]["prestart"][1]["env"][1:] == ["XDG_CONFIG_HOME=/cfg"]
+    assert oci["hooks"]["prestart"] == [{"path": "/x/libnetwork-setkey"}]  # the input is not changed
+
+
+def test_find_hook_prefers_the_shims_own_directory(tmp_path):
+    own, other = tmp_path / "own", tmp_path / "other"
+    for d in (own, other):
+        d.mkdir()
+        hook = d / "nvidia-container-runtime-hook"
+        hook.write_text("#!/bin/sh\n")
+        hook.chmod(0o755)
+    found = modes.find_hook(Config(), {"PATH": str(other)}, str(own / "nvidia-container-runtime"))
+    assert found == str(own / "nvidia-container-runtime-hook")
+    config = parse_config(f'[nvidia-container-runtime-hook]\npath = "{other}/nvidia-container-runtime-hook"\n', "t")
+    assert modes.find_hook(config, {}, str(own / "x")) == str(other / "nvidia-container-runtime-hook")
+
+
+def test_write_spec_is_atomic_and_keeps_mode_owner_and_unknown_fields(tmp_path):
+    document = {"ociVersion": "1.0.2", "x-unknown": {"nested": ["\u00e9", 10 ** 20]}, "process": {"env": []}}
+    (tmp_path / "config.json").write_text(json.dumps(document))
+    os.chmod(tmp_path / "config.json", 0o600)
+    os.chown(tmp_path / "config.json", 1234, 4321)
+    old_inode = os.stat(tmp_path / "config.json").st_ino
+    loaded, raw = read_spec(str(tmp_path))
+    loaded["process"]["env"].append("A=1")
+    write_spec(str(tmp_path), loaded)
+    st = os.stat(tmp_path / "config.json")
+    assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o600, 1234, 4321)
+    assert st.st_ino != old_inode  # a new file renamed in, not rewritten in place
+    assert json.loads((tmp_path / "config.json").read_text()) == {**document, "process": {"env": ["A=1"]}}
+    assert os.listdir(tmp_path) == ["config.json"]
+
+
+def test_write_spec_failure_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text('{"a": 1}')
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(5, "Input/output error")))
+    with pytest.raises(ShimError, match="cannot write the OCI spec: Input/output error"):
+        write_spec(str(tmp_path), {"a": 2})
+    assert (tmp_path / "config.json").read_text() == '{"a": 1}'
+    assert os.listdir(tmp_path) == ["config.json"]
+
+
+@pytest.mark.parametrize("text, message", [("[1]", "not a JSON object"), ("{", "not valid JSON")])
+def test_read_spec_errors(tmp_path, text, message):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ShimError, match=message):
+        read_spec(str(tmp_path))

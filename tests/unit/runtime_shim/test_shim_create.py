@@ -1,0 +1,203 @@
+"""The shim's create path through the real launcher, with a fake low-level runtime that records the
+config.json it was handed: untouched without a GPU request, CDI edits in cdi mode, the prestart hook
+in legacy mode, errors in one line and in runc's log format."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec, write_spec
+from tests.unit.runtime_shim.shim_env import install_shim, make_bundle, make_shim_env, minimal_spec
+
+KIND = "nvidia.com/gpu"
+DOCKER_HOOK = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"],
+               "env": ["PATH=/usr/bin"]}
+
+
+@pytest.fixture(scope="module")
+def bindir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bin")
+    install_shim(path)
+    return path
+
+
+@pytest.fixture
+def shim(tmp_path, bindir):
+    env = make_shim_env(tmp_path, bindir)
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    host_file = tmp_path / "libfake.so"
+    host_file.write_text("x")
+    common = ContainerEdits(env=["NVIDIA_VISIBLE_DEVICES=void"], device_nodes=[DeviceNode(path="/dev/nvidiactl", host_path="/dev/null")],
+                            mounts=[Mount(host_path=str(host_file), container_path="/usr/lib/libfake.so",
+                                          options=["ro", "nosuid", "nodev", "bind"])])
+    devices = [Device(name=n, container_edits=ContainerEdits(device_nodes=[DeviceNode(path=f"/dev/nvidia{m}", host_path="/dev/zero")]))
+               for n, m in (("0", 0), ("1", 1), ("GPU-abc", 1))]
+    devices.append(Device(name="all", container_edits=ContainerEdits(device_nodes=[
+        DeviceNode(path="/dev/nvidia0", host_path="/dev/zero"), DeviceNode(path="/dev/nvidia1", host_path="/dev/zero")])))
+    write_spec(Spec(kind=KIND, devices=devices, container_edits=common), spec_dir / "nvidia.json")
+    env.spec_dir = spec_dir
+    env.write_config(f'mode = "cdi"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{spec_dir}"]\n')
+    return env
+
+
+def create(shim, bundle, *extra, program="nvidia-container-runtime", env=None):
+    return shim.run("--root", str(shim.root / "state"), "--log", str(bundle / "log.json"), "--log-format", "json",
+                    "create", "--bundle", str(bundle), *extra, "ctr", program=program, env=env)
+
+
+def handed_over(shim) -> dict:
+    [call] = shim.calls()
+    return json.loads(call["spec"])
+
+
+def test_no_gpu_request_leaves_config_json_byte_for_byte(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=void"]))
+    before = (bundle / "config.json").read_bytes()
+    st = os.stat(bundle / "config.json")
+    result = create(shim, bundle)
+    assert result.returncode == 0, result.stderr
+    assert (bundle / "config.json").read_bytes() == before
+    assert os.stat(bundle / "config.json").st_ino == st.st_ino
+    assert shim.calls()[0]["argv"][1:] == ["--root", str(shim.root / "state"), "--log", str(bundle / "log.json"),
+                                           "--log-format", "json", "create", "--bundle", str(bundle), "ctr"]
+
+
+def test_cdi_mode_applies_the_spec_and_keeps_unknown_fields_and_mode(shim, tmp_path):
+    spec = minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"], **{"x-vendor-field": {"keep": [1, 2.5, None]}})
+    spec["hooks"] = {"prestart": [DOCKER_HOOK], "poststop": [{"path": "/bin/true"}]}
+    bundle = make_bundle(tmp_path / "b", spec, mode=0o640)
+    result = create(shim, bundle)
+    assert result.returncode == 0, result.stderr
+    new = handed_over(shim)
+    assert new == json.loads((bundle / "config.json").read_text())
+    assert new["x-vendor-field"] == {"keep": [1, 2.5, None]}
+    assert new["process"]["env"] == ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void"]
+    assert [d["path"] for d in new["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia1"]
+    assert new["linux"]["devices"][1]["major"] == os.major(os.stat("/dev/zero").st_rdev)
+    assert {"destination": "/usr/lib/libfake.so", "source": str(shim.root / "libfake.so"),
+            "options": ["ro", "nosuid", "nodev", "bind"]} in new["mounts"]
+    assert "prestart" not in new["hooks"] and new["hooks"]["poststop"] == [{"path": "/bin/true"}]
+    assert os.stat(bundle / "config.json").st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
+
+
+def test_cdi_mode_unknown_device_fails_with_nothing_changed(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=7"]))
+    before = (bundle / "config.json").read_bytes()
+    result = create(shim, bundle)
+    assert result.returncode == 1
+    assert result.stderr == (f"nvidia-container-runtime: error: unresolvable CDI device {KIND}=7 "
+                             f"(spec dirs {shim.spec_dir})\n")
+    assert (bundle / "config.json").read_bytes() == before
+    assert not shim.calls()
+    [line] = (bundle / "log.json").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["level"] == "error" and entry["msg"] == result.stderr.strip()
+    assert set(entry) == {"level", "msg", "time"}
+
+
+def test_text_log_format_is_runcs(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=7"]))
+    result = shim.run("--log", str(tmp_path / "runc.log"), "create", "-b", str(bundle), "ctr")
+    assert result.returncode == 1
+    line = (tmp_path / "runc.log").read_text()
+    assert line.startswith('time="') and ' level=error msg="nvidia-container-runtime: error: unresolvable' in line
+
+
+def test_malformed_request_is_one_line(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=../../etc"]))
+    result = create(shim, bundle)
+    assert result.returncode == 1
+    assert result.stderr.startswith("nvidia-container-runtime: error: malformed device id '../../etc'")
+    assert result.stderr.count("\n") == 1
+
+
+def test_annotation_request(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(annotations={"cdi.k8s.io/gpus": f"{KIND}=GPU-abc"}))
+    assert create(shim, bundle).returncode == 0
+    assert [d["path"] for d in handed_over(shim)["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia1"]
+
+
+def test_none_gets_the_common_edits_only(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=none"]))
+    assert create(shim, bundle).returncode == 0
+    assert [d["path"] for d in handed_over(shim)["linux"]["devices"]] == ["/dev/nvidiactl"]
+
+
+def test_bundle_defaults_to_the_current_directory(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    result = shim.run("create", "ctr", cwd=bundle)
+    assert result.returncode == 0, result.stderr
+    assert "/dev/nvidia0" in (bundle / "config.json").read_text()
+
+
+def test_run_is_modified_like_create(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    assert shim.run("run", "-d", "--bundle", str(bundle), "ctr").returncode == 0
+    assert "/dev/nvidia0" in (bundle / "config.json").read_text()
+
+
+def test_create_that_runc_would_refuse_is_passed_on_untouched(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    before = (bundle / "config.json").read_bytes()
+    result = shim.run("create", "--no-pivot", "ctr", "--bundle", str(bundle))  # urfave: "ctr" is a value
+    assert result.returncode == 0, result.stderr
+    assert (bundle / "config.json").read_bytes() == before
+    assert shim.calls()[0]["argv"][1:] == ["create", "--no-pivot", "ctr", "--bundle", str(bundle)]
+
+
+def test_legacy_mode_adds_our_hook_with_a_non_empty_env(shim, tmp_path, bindir):
+    (bindir / "nvidia-container-runtime-hook").write_text("#!/bin/sh\n")
+    (bindir / "nvidia-container-runtime-hook").chmod(0o755)
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    assert create(shim, bundle, program="nvidia-container-runtime.legacy").returncode == 0
+    hooks = handed_over(shim)["hooks"]["prestart"]
+    assert hooks == [{"path": str(bindir / "nvidia-container-runtime-hook"),
+                      "args": ["nvidia-container-runtime-hook", "prestart"],
+                      "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                              f"NVIDIA_CTK_CONFIG_FILE_PATH={shim.config}",
+                              f"NVIDIA_CTK_CACHE_DIR={shim.cache_dir}"]}]
+
+
+def test_legacy_mode_keeps_an_equivalent_hook_once(shim, tmp_path, bindir):
+    (bindir / "nvidia-container-runtime-hook").write_text("#!/bin/sh\n")
+    (bindir / "nvidia-container-runtime-hook").chmod(0o755)
+    spec = minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"])
+    spec["hooks"] = {"prestart": [DOCKER_HOOK]}
+    bundle = make_bundle(tmp_path / "b", spec)
+    before = (bundle / "config.json").read_bytes()
+    assert create(shim, bundle, program="nvidia-container-runtime.legacy").returncode == 0
+    assert (bundle / "config.json").read_bytes() == before
+
+
+def test_cdi_program_name_forces_cdi_mode(shim, tmp_path):
+    shim.write_config(f'mode = "legacy"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{shim.spec_dir}"]\n')
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    assert create(shim, bundle, program="nvidia-container-runtime.cdi").returncode == 0
+    new = handed_over(shim)
+    assert "hooks" not in new and "/dev/nvidia0" in json.dumps(new["linux"]["devices"])
+
+
+def test_legacy_mode_without_a_hook_program_is_an_error(shim, tmp_path):
+    shim.write_config('mode = "legacy"\n[nvidia-container-runtime-hook]\npath = "/nonexistent/hook"\n')
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    result = create(shim, bundle)
+    assert result.returncode == 1
+    assert result.stderr == ("nvidia-container-runtime: error: the prestart hook /nonexistent/hook was not found "
+                             "(nvidia-container-runtime-hook.path)\n")
+
+
+def test_unreadable_bundle_is_one_line(shim, tmp_path):
+    result = shim.run("create", "-b", str(tmp_path / "missing"), "ctr")
+    assert result.returncode == 1
+    assert result.stderr == (f"nvidia-container-runtime: error: cannot read the OCI spec: No such file or directory "
+                             f"({tmp_path / 'missing' / 'config.json'})\n")
+
+
+def test_debug_log_names_the_mode(shim, tmp_path):
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"]))
+    assert create(shim, bundle).returncode == 0
+    assert "container ctr asks for 1 (NVIDIA_VISIBLE_DEVICES): mode cdi" in shim.debug_log.read_text()
