@@ -1,0 +1,192 @@
+"""nvidia-container-runtime-hook: the OCI prestart hook that gives a starting container its GPUs.
+
+    nvidia-container-runtime-hook [-config FILE] [-debug] prestart < state.json
+
+Docker (`--gpus`) and the runtime shim in legacy mode add it to config.json. `poststart` and
+`poststop` succeed doing nothing (old configs list the hook for them too).
+
+prestart: the state on stdin gives the bundle and the container's pid; config.json (root.path is
+relative to the bundle) gives the request, read by the shared resolver (cdi.request): annotations,
+volume mounts, NVIDIA_VISIBLE_DEVICES, capabilities, NVIDIA_REQUIRE_* (checked by cdi.selection),
+MIG config/monitor (privileged only) and IMEX channels. A container that asks for no GPU exits 0
+having touched nothing and without loading NVML. Otherwise NVML is read from the driver root
+(`--`/NVIDIA_CTK_DRIVER_ROOT/config `[nvidia-container-cli] root`), the devices are selected, and
+hook.inject applies the edits live. Every failure is one line on stderr and exit status 1; the
+runtime then stops the container.
+
+Started by the static launcher (clean environment, `python -I -S`) as root in the runtime's
+namespaces, with cwd in the bundle. Before reading anything the container controls, it drops every
+capability it does not need (bounding, permitted and effective sets) and sets no_new_privs; its
+children (the batch child, the ldconfig sandbox) need nothing more.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+PROG = "nvidia-container-runtime-hook"
+MAX_CONFIG = 16 << 20
+
+# What injection needs: mounts and setns (SYS_ADMIN), reading /proc/<pid>/ns of the runtime's
+# non-dumpable init (SYS_PTRACE), walking image directories of any owner (DAC_*, FOWNER), the
+# ldconfig sandbox (SYS_CHROOT, SETPCAP to empty its bounding set, KILL for its timeout), the cgroup
+# v2 device program (BPF, PERFMON, NET_ADMIN), and lowering rlimits for the sandbox (SYS_RESOURCE).
+KEPT_CAPABILITIES = ("sys_admin", "sys_ptrace", "dac_override", "dac_read_search", "fowner", "sys_chroot",
+                     "setpcap", "kill", "bpf", "perfmon", "net_admin", "sys_resource")
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_argv(argv: list[str]) -> tuple[str, str | None]:
+    """(command, config file). Go-style flags as NVIDIA's hook takes them: -config FILE,
+    -config=FILE (one or two dashes), -debug (accepted, no effect)."""
+    command, config = None, None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg.startswith("-"):
+            name, has_value, value = arg.lstrip("-").partition("=")
+            if name == "debug":
+                continue
+            if name != "config":
+                raise UsageError(f"unknown flag {arg!r}")
+            if not has_value:
+                if i >= len(argv):
+                    raise UsageError("flag -config needs a value")
+                value = argv[i]
+                i += 1
+            config = value
+        elif command is None:
+            command = arg
+        else:
+            raise UsageError(f"unexpected argument {arg!r}")
+    if command is None:
+        raise UsageError("missing command: prestart, poststart or poststop")
+    return command, config
+
+
+def drop_privileges() -> None:
+    """Keep only KEPT_CAPABILITIES and set no_new_privs (a helper program we exec can never gain
+    privileges from a setuid bit or file capabilities). Best effort without CAP_SETPCAP (tests)."""
+    import prctl
+
+    keep = [getattr(prctl, "CAP_" + name.upper()) for name in KEPT_CAPABILITIES
+            if hasattr(prctl, "CAP_" + name.upper())]
+    try:
+        prctl.capbset.limit(*keep)
+    except OSError:
+        pass  # no CAP_SETPCAP: the bounding set stays; permitted/effective are still reduced
+    prctl.cap_inheritable.limit()
+    prctl.cap_effective.limit(*keep)
+    prctl.cap_permitted.limit(*keep)
+    prctl.set_no_new_privs(1)
+
+
+def load_container(state: dict) -> tuple[dict, str, int]:
+    """(config.json, rootfs, pid) of the container the state describes."""
+    from hook.cdi_hook import HookError
+
+    bundle = state.get("bundle") or state.get("bundlePath")
+    if not isinstance(bundle, str) or not bundle.startswith("/"):
+        raise HookError("container state has no absolute bundle path", "stdin")
+    pid = state.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        raise HookError("container state has no pid", "stdin")
+    config_path = os.path.join(bundle, "config.json")
+    try:
+        fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_CONFIG + 1)
+    except OSError as e:
+        raise HookError(f"cannot read the container's config: {e.strerror or e}", config_path) from None
+    if len(data) > MAX_CONFIG:
+        raise HookError("container config is too large", config_path)
+    try:
+        oci = json.loads(data)
+    except ValueError as e:
+        raise HookError(f"invalid container config: {e}", config_path) from None
+    root = oci.get("root") if isinstance(oci, dict) else None
+    path = root.get("path") if isinstance(root, dict) else None
+    if not isinstance(path, str) or not path:
+        raise HookError("container config has no root.path", config_path)
+    return oci, os.path.normpath(os.path.join(bundle, path)), pid
+
+
+def prestart(config_file: str | None) -> int:
+    from cdi.config import load_config
+    from cdi.request import resolve_device_request
+    from hook.cdi_hook import read_state
+
+    state = read_state(sys.stdin.buffer)
+    oci, rootfs, pid = load_container(state)
+    config = load_config(config_file)
+    request = resolve_device_request(oci, config)
+    if not request.is_gpu_container:
+        return 0
+    inject_request(request, config, rootfs, pid)
+    return 0
+
+
+def inject_request(request, config, rootfs: str, pid: int) -> None:
+    from cdi.driver_root import resolve_driver_root
+    from cdi.nvml import load_inventory
+    from cdi.selection import select_and_check
+    from hook.inject import Target, inject, plan_injection
+
+    cli = config.nvidia_container_cli
+    driver_root = resolve_driver_root(None, cli.root)
+    inventory = load_inventory(driver_root)
+    selection = select_and_check(request, inventory, config.cdi.default_kind)
+    plan = plan_injection(driver_root, inventory, selection, request.capabilities,
+                          mig_config=request.mig_config, mig_monitor=request.mig_monitor,
+                          imex_channels=request.imex_channels, imex_all=request.imex_all,
+                          ldconfig=config.host_ldconfig(), ld_cache=cli.ldcache or None)
+    inject(plan, Target(rootfs, pid, cgroups=not cli.no_cgroups), warn=_warn)
+
+
+def _warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def _error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        command, config_file = parse_argv(argv)
+    except UsageError as e:
+        return _error(f"{e} (usage: {PROG} [-config FILE] prestart|poststart|poststop)")
+    if command in ("poststart", "poststop"):
+        return 0
+    if command != "prestart":
+        return _error(f"unknown command {command!r} (expected prestart, poststart or poststop)")
+    try:
+        drop_privileges()
+        return prestart(config_file)
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        return _error(_describe(e))
+
+
+def _describe(e: Exception) -> str:
+    """The one line for an error: cdi, hook and injection errors carry what and where already."""
+    from cdi.errors import CdiError
+
+    if isinstance(e, CdiError):
+        return f"{e.what} ({e.where})" if e.where else e.what
+    if isinstance(e, OSError):
+        return f"{e.strerror or e} ({e.filename or 'system call'})"
+    text = str(e)
+    if type(e).__name__ in ("HookError", "InjectionError", "ProcViewError") and text:
+        return text
+    return f"internal error: {type(e).__name__}: {text}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
