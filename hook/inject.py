@@ -58,16 +58,18 @@ class Target:
     inside the container's mount namespace until pivot_root (prestart; `configure` is given it).
     `pid`: a process in the container (None: this process's namespace, for tests). `cgroups`: False
     skips the device cgroup (config `no-cgroups`). `cgroup`: ("v1"|"v2", path) instead of reading
-    /proc/<pid>/cgroup."""
+    /proc/<pid>/cgroup. `bind_devices`: False leaves the device nodes to the caller (they are still
+    allowed in the device cgroup; `nvidia-container-cli configure --no-devbind`)."""
 
     def __init__(self, rootfs: str, pid: int | None = None, *, cgroups: bool = True,
-                 cgroup: tuple[str, str] | None = None):
+                 cgroup: tuple[str, str] | None = None, bind_devices: bool = True):
         if not rootfs or not os.path.isabs(rootfs):
             raise InjectionError("the container's root must be an absolute path", rootfs or "rootfs")
         self.rootfs = os.path.normpath(rootfs)
         self.pid = pid
         self.cgroups = cgroups
         self.cgroup = cgroup
+        self.bind_devices = bind_devices
 
 
 class InjectionPlan:
@@ -241,7 +243,7 @@ def inject(plan: InjectionPlan, target: Target, warn=None) -> Injected:
     batch = RootfsBatch()
     try:
         try:
-            for node in plan.device_nodes:
+            for node in (plan.device_nodes if target.bind_devices else ()):
                 batch.bind_device(node.host_path or node.path, node.path, node.major, node.minor)
             for mount in plan.mounts:
                 batch.bind(mount.host_path, mount.container_path, mount_options(mount.options, mount.container_path))
@@ -357,7 +359,7 @@ def _undo_mounts(plan: InjectionPlan, target: Target, warn) -> None:
         batch.unmount(PROC_DIR, if_exists=True)
     for mount in reversed(plan.mounts):
         batch.unmount(mount.container_path, if_exists=True)
-    for node in reversed(plan.device_nodes):
+    for node in (reversed(plan.device_nodes) if target.bind_devices else ()):
         batch.unmount(node.path, if_exists=True)
     try:
         batch.run(rootfs=target.rootfs, pid=target.pid)
