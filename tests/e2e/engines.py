@@ -62,11 +62,12 @@ def _wait_for(check, daemon: Daemon, what: str, timeout: float = START_TIMEOUT) 
     raise RuntimeError(f"{daemon.name} not ready after {timeout}s ({what}):\n{daemon.log_tail()}")
 
 
-def _spawn(name: str, argv: list[str], workdir: Path, socket: Path, owned: list[Path]) -> Daemon:
+def _spawn(name: str, argv: list[str], workdir: Path, socket: Path, owned: list[Path],
+           env: dict[str, str] | None = None) -> Daemon:
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **(env or {})})
     return Daemon(name, proc, workdir, socket, log, owned)
 
 
@@ -80,9 +81,11 @@ def docker(daemon: Daemon, *args: str, check: bool = True, timeout: float = 120)
     return result
 
 
-def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tuple[str, ...] = ()) -> Daemon:
+def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tuple[str, ...] = (),
+                  env: dict[str, str] | None = None) -> Daemon:
     """dockerd with its own data root, exec root, pid file and socket; no networking set-up (REFERENCE §4:
-    these flags must not also appear in the daemon.json)."""
+    these flags must not also appear in the daemon.json). env is added to dockerd's environment, which
+    its containerd, the shims and so the OCI runtimes inherit (e.g. NVIDIA_CTK_CONFIG_FILE_PATH)."""
     workdir = workdir or short_tempdir("gct-dockerd-")
     data_root, exec_root = workdir / "data", workdir / "exec"
     data_root.mkdir(exist_ok=True)
@@ -92,7 +95,7 @@ def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tu
             "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}",
             "--iptables=false", "--ip6tables=false", "--bridge=none",
             "--config-file", str(config_file), *extra_args]
-    daemon = _spawn("dockerd", argv, workdir, socket, [data_root, exec_root])
+    daemon = _spawn("dockerd", argv, workdir, socket, [data_root, exec_root], env)
     try:
         _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,
                   daemon, "its API answered")
@@ -102,10 +105,11 @@ def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tu
     return daemon
 
 
-def start_containerd(config_file: Path, socket: Path, owned_dirs: list[Path], workdir: Path | None = None) -> Daemon:
+def start_containerd(config_file: Path, socket: Path, owned_dirs: list[Path], workdir: Path | None = None,
+                     env: dict[str, str] | None = None) -> Daemon:
     """containerd with a config whose root, state and grpc address point into temp dirs (owned_dirs)."""
     workdir = workdir or short_tempdir("gct-containerd-")
-    daemon = _spawn("containerd", ["containerd", "--config", str(config_file)], workdir, socket, owned_dirs)
+    daemon = _spawn("containerd", ["containerd", "--config", str(config_file)], workdir, socket, owned_dirs, env)
     try:
         _wait_for(lambda: socket.exists() and subprocess.run(
             ["ctr", "--address", str(socket), "version"], capture_output=True, timeout=10).returncode == 0,

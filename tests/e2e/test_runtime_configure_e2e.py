@@ -125,7 +125,11 @@ def test_dockerd_starts_with_the_written_daemon_json(workdir, private_dockerd):
     nvidia_ctk(f"--config={daemon_json}", f"--nvidia-runtime-path={SHIM}", "--set-as-default")
     assert json.loads(daemon_json.read_text())["storage-driver"] == "vfs"
 
-    daemon = private_dockerd(daemon_json)
+    # the shim's own config, reaching it through dockerd's environment: a debug log shows it ran
+    shim_log = workdir / "shim-debug.log"
+    toolkit_config = workdir / "toolkit-config.toml"
+    toolkit_config.write_text(f'[nvidia-container-runtime]\ndebug = "{shim_log}"\nlog-level = "debug"\n')
+    daemon = private_dockerd(daemon_json, env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config)})
     info = json.loads(docker(daemon, "info", "--format", "{{json .}}").stdout)
     assert info["Runtimes"]["nvidia"]["path"] == str(SHIM)
     assert "runc" in info["Runtimes"]
@@ -139,8 +143,10 @@ def test_dockerd_starts_with_the_written_daemon_json(workdir, private_dockerd):
     run = docker(daemon, "run", "--name", "via-nvidia", "--runtime=nvidia", "gct-busybox:latest",
                  "/bin/echo", "hello from nvidia runtime")
     assert run.stdout.strip() == "hello from nvidia runtime"
-    inspect = docker(daemon, "inspect", "--format", "{{.HostConfig.Runtime}}", "via-nvidia")
-    assert inspect.stdout.strip() == "nvidia"
+    inspect = docker(daemon, "inspect", "--format", "{{.HostConfig.Runtime}} {{.Id}}", "via-nvidia")
+    runtime_name, container_id = inspect.stdout.split()
+    assert runtime_name == "nvidia"
+    assert container_id in shim_log.read_text()  # dockerd ran the container through our shim
     docker(daemon, "rm", "via-nvidia")
 
 
