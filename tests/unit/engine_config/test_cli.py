@@ -94,3 +94,21 @@ def test_empty_drop_in_path_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err == ("nvidia-ctk: error: containerd is configured through a drop-in file; "
                                        "give its path (--drop-in-config)\n")
     assert os.listdir(tmp_path) == []
+
+
+def test_default_runtime_path_is_the_one_beside_nvidia_ctk(tmp_path, monkeypatch, capsys):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("nvidia-ctk", "nvidia-container-runtime"):
+        (bindir / name).write_text("#!/bin/sh\n")
+        (bindir / name).chmod(0o755)
+    monkeypatch.setattr("sys.argv", [str(bindir / "nvidia-ctk")])
+    cfg = tmp_path / "daemon.json"
+    assert ctk("--config", str(cfg)) == 0
+    assert json.loads(cfg.read_text())["runtimes"]["nvidia"]["path"] == str(bindir / "nvidia-container-runtime")
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_missing_runtime_executable_is_a_warning(tmp_path, capsys):
+    assert ctk("--config", str(tmp_path / "daemon.json"), "--runtime-path", str(tmp_path / "nope")) == 0
+    assert f"warning: {tmp_path / 'nope'} is not an executable here" in capsys.readouterr().err
