@@ -320,6 +320,15 @@ class Rootfs:
             raise
         return Mount(tree, path)
 
+    def unmount(self, path) -> None:
+        """Lazily unmount the mount whose root is ``path`` (resolved inside the root, the last
+        component not followed). EINVAL when nothing is mounted exactly there."""
+        fd = check(lib.gct_resolve(self.fd, _b(path), os.O_PATH | os.O_NOFOLLOW), "resolve", path)
+        try:
+            check(lib.gct_umount_fd(fd), "umount", path)
+        finally:
+            os.close(fd)
+
     def mount_tmpfs(self, path, options: str = "mode=0755", readonly: bool = False) -> Mount:
         """Mount a new tmpfs (nosuid,nodev,noexec) on the directory ``path`` inside the root."""
         attrs = NOSUID | NODEV | NOEXEC | (RDONLY if readonly else 0)

@@ -332,3 +332,27 @@ def test_bind_onto_a_shared_volume_is_refused(tmp_path):
     # the rootfs mount itself may be shared (docker does that when a volume is rshared)
     assert errors["/lib.so"] is None
     assert seen == [str(tmp_path / "rootfs/lib.so")]  # nothing in the volume or its host peer
+
+
+def _unmount_by_path(base):
+    results = []
+    with Rootfs(base / "rootfs") as root:
+        root.bind(str(base / "lib.so"), "/usr/lib/lib.so", LIBRARY).close()  # forget the Mount
+        root.mount_tmpfs("/run/x").close()
+        os.symlink("/usr/lib/lib.so", base / "rootfs/link")
+        for path in ("/link", "/usr/lib", "/usr/lib/lib.so", "/run/x"):
+            try:
+                root.unmount(path)
+                results.append((path, "ok"))
+            except ContainerFsError as err:
+                results.append((path, err.errno))
+    return results, mounts_under(base / "rootfs")
+
+
+def test_unmount_by_container_path(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF")
+    results, left = run_in_private_mount_ns(_unmount_by_path, tmp_path)
+    assert results == [("/link", errno.EINVAL), ("/usr/lib", errno.EINVAL),
+                       ("/usr/lib/lib.so", "ok"), ("/run/x", "ok")]
+    assert left == []
