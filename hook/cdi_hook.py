@@ -9,7 +9,9 @@ one subcommand per entry, with the same names and options, and work too. Subcomm
   update-ldcache   --folder DIR          rebuild the container's /etc/ld.so.cache with the host's
                    --ldconfig-path @PATH ldconfig, scanning DIR too (a library folder the rootfs'
                                          ld.so.conf may not list: /usr/lib/x86_64-linux-gnu on a
-                                         RHEL-like image)
+                                         RHEL-like image) and listing DIR in
+                                         /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so a later
+                                         ldconfig in the container keeps it
 Both take --container-spec FILE (the bundle's config.json); global --debug/--quiet are accepted.
 Unknown subcommands and options (from a newer spec) are warned about and skipped.
 
@@ -29,6 +31,8 @@ import sys
 PROG = "nvidia-cdi-hook"
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
+LD_SO_CONF_DIR = "/etc/ld.so.conf.d"
+LD_SO_CONF_NAME = "00-nvidia-cdi-hook.conf"   # 00: before the image's own folders
 MAX_STATE = 1 << 20
 MAX_CONFIG = 16 << 20
 LINK_SEPARATOR = "::"
@@ -203,6 +207,8 @@ def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | No
         with Rootfs(rootfs) as root:
             has_etc = root.exists("/etc")
             existing = [f for f in folders if root.exists(f)]
+            if has_etc and existing:
+                write_ld_so_conf(root, existing, warn)
     except ContainerFsError as e:
         raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
     if not has_etc:
@@ -212,6 +218,36 @@ def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | No
         run_ldconfig(rootfs, existing, pid=pid, ldconfig=ldconfig)
     except LdconfigError as e:
         raise HookError(f"ldconfig failed: {e}", rootfs) from None
+
+
+def write_ld_so_conf(root, folders: list[str], warn) -> None:
+    """List the folders in /etc/ld.so.conf.d/LD_SO_CONF_NAME, so that an ldconfig the container runs
+    later (a package install) keeps the driver libraries. The directory is opened inside the root;
+    the file is written under a fresh name next to it and renamed into place, so nothing the image
+    put there (a symlink, a hard link) is ever written through."""
+    from libcontainer_c.errors import ContainerFsError
+
+    try:
+        root.mkdirs(LD_SO_CONF_DIR)
+        dir_fd = root.open(LD_SO_CONF_DIR, os.O_RDONLY | os.O_DIRECTORY)
+    except ContainerFsError as e:
+        warn(f"cannot write {LD_SO_CONF_DIR}/{LD_SO_CONF_NAME}: {e.strerror}")
+        return
+    tmp = f".{LD_SO_CONF_NAME}.{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=dir_fd)
+        with os.fdopen(fd, "w") as f:
+            f.write("# driver library folders, written by nvidia-cdi-hook\n" + "".join(d + "\n" for d in folders))
+        os.rename(tmp, LD_SO_CONF_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as e:
+        warn(f"cannot write {LD_SO_CONF_DIR}/{LD_SO_CONF_NAME}: {e.strerror or e}")
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+    finally:
+        os.close(dir_fd)
 
 
 def run_tasks(rootfs: str, tasks: Tasks, *, pid: int | None = None, warn=None) -> None:

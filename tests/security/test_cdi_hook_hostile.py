@@ -112,6 +112,28 @@ def test_etc_and_the_cache_pointing_out(world, entry):
     assert (host / "victim").read_text() == "host file\n"
 
 
+@pytest.mark.parametrize("how", ["dir-symlink", "file-symlink", "hard-link"])
+def test_the_ld_so_conf_drop_in_never_writes_through(world, how):
+    bundle, root, host = world
+    conf_dir = root / "etc/ld.so.conf.d"
+    shutil.rmtree(conf_dir, ignore_errors=True)
+    if how == "dir-symlink":
+        os.symlink(str(host / "etc"), conf_dir)
+    else:
+        conf_dir.mkdir()
+        conf = conf_dir / "00-nvidia-cdi-hook.conf"
+        os.symlink(str(host / "victim"), conf) if how == "file-symlink" else os.link(host / "victim", conf)
+    before = tree_listing(host)
+    result = run_hook(bundle, links_and_cache("/" + LIB))
+    assert result.returncode == 0, result.stderr
+    assert tree_listing(host) == before
+    assert (host / "victim").read_text() == "host file\n"
+    if how == "dir-symlink":   # it points at nothing inside the root: skipped, with a warning
+        assert "warning: cannot write /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf" in result.stderr
+    else:                      # the image's entry is replaced, not written through
+        assert (conf_dir / "00-nvidia-cdi-hook.conf").read_text().splitlines()[1:] == ["/" + LIB]
+
+
 @pytest.fixture(scope="module")
 def evil(tmp_path_factory):
     """An LD_PRELOAD library and Python start-up files that each leave a marker when they run."""

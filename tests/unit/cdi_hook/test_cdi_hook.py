@@ -146,6 +146,18 @@ def test_links_and_ld_cache_in_one_run(bundle):
     assert os.readlink(root / "opt/vendor/lib/libgctcdi.so.1") == "libgctcdi.so.550.54.15"
     assert os.readlink(root / "opt/vendor/lib/libgctcdi.so") == "libgctcdi.so.1"
     assert "libgctcdi.so.1 (libc6,x86-64) => /opt/vendor/lib/libgctcdi.so.1" in cache_listing(root)
+    conf = root / "etc/ld.so.conf.d/00-nvidia-cdi-hook.conf"
+    assert conf.read_text().splitlines()[1:] == ["/opt/vendor/lib"] and (conf.stat().st_mode & 0o777) == 0o644
+    assert [p.name for p in conf.parent.iterdir()] == [conf.name]   # no temp file left
+
+
+@needs_root
+def test_a_later_ldconfig_in_the_container_keeps_the_folder(bundle):
+    root = bundle / "rootfs"
+    (root / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n/lib/x86_64-linux-gnu\n")
+    assert run_hook(["update-ldcache", "--folder", "/opt/vendor/lib"], {"bundle": str(bundle)}).returncode == 0
+    subprocess.run(["chroot", str(root), "/sbin/ldconfig"], check=True)   # e.g. a package install
+    assert "=> /opt/vendor/lib/libgctcdi.so.1" in cache_listing(root)
 
 
 @needs_root
