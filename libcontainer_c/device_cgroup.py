@@ -166,3 +166,24 @@ def device_programs_attached(cgroup: str, hierarchy: str = None) -> int:
     hierarchy = hierarchy or find_cgroup2_hierarchy()
     return check(lib.gct_devcg_v2_count(os.fsencode(hierarchy), os.fsencode(cgroup)),
                  "query device programs", os.path.join(hierarchy, cgroup.lstrip("/")))
+
+
+def allow_devices_for(pid, rules) -> str:
+    """Allow ``rules`` (DeviceRule list) for the container whose init is ``pid``, on whichever device
+    cgroup it has: v1 ``devices.allow`` when its devices controller is on a v1 hierarchy, else the v2
+    eBPF program (replaced, keeping the runtime's verdicts). Returns "v1" or "v2"."""
+    path = f"/proc/{int(pid)}/cgroup"
+    try:
+        with open(path) as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError as err:
+        raise ContainerFsError(err.errno, "read cgroup", path) from None
+    for _, controllers, cgroup in lines:
+        if "devices" in controllers.split(","):
+            allow_devices(cgroup, rules, find_devices_hierarchy())
+            return "v1"
+    for hierarchy_id, controllers, cgroup in lines:
+        if hierarchy_id == "0" and controllers == "":
+            allow_devices_v2(cgroup, rules)
+            return "v2"
+    raise ContainerFsError(2, "find device cgroup", path)  # ENOENT

@@ -110,3 +110,38 @@ def test_devices_cgroup_of_self():
     path = devices_cgroup_of(os.getpid())
     assert path.startswith("/")
     assert os.path.isdir(os.path.join(DEFAULT_HIERARCHY, path.lstrip("/")))
+
+
+def test_allow_devices_for_a_process_picks_its_v1_cgroup(cgroup, tmp_path):
+    from libcontainer_c.device_cgroup import allow_devices_for
+    node = tmp_path / "nvidia250"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(195, 250))
+    deny_devices(cgroup, ["a *:* rwm"])
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # sits in the cgroup until told to try the node
+        code = 100
+        try:
+            with open(os.path.join(DEFAULT_HIERARCHY, cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            os.close(wfd)
+            os.read(rfd, 1)
+            try:
+                os.close(os.open(node, os.O_RDWR))
+                code = 0
+            except OSError as err:
+                code = err.errno
+        finally:
+            os._exit(code)
+    os.close(rfd)
+    try:
+        for _ in range(100):  # until the child has joined the cgroup
+            if devices_cgroup_of(pid) == f"/{cgroup}":
+                break
+            time.sleep(0.01)
+        assert allow_devices_for(pid, [device_rule("c", 195, 250, "rw")]) == "v1"
+    finally:
+        os.write(wfd, b"x")
+        os.close(wfd)
+        _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == errno.ENXIO
