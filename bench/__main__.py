@@ -8,6 +8,7 @@ import sys
 # name -> module with run(runs) -> str; each compares against plain runc within its own run
 BENCHMARKS = {
     "runc": "bench.runc_lifecycle",
+    "hook": "bench.hook_lifecycle",
     "cdi-generate": "bench.cdi_generate",
 }
 
