@@ -84,14 +84,9 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
     paths scanned in addition to /etc/ld.so.conf. With ``check`` a non-zero exit raises LdconfigError;
     setup failures and timeouts always raise.
     """
-    try:
-        exe_fd = os.open(ldconfig, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as err:
-        raise LdconfigError(err.errno, "open ldconfig", ldconfig) from None
+    exe_fd = open_static_executable(ldconfig)
     ns_fd = -1
     try:
-        if not stat.S_ISREG(os.fstat(exe_fd).st_mode):
-            raise LdconfigError(13, "open ldconfig", ldconfig)  # EACCES
         if pid is not None:
             try:
                 ns_fd = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
@@ -103,6 +98,64 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
         os.close(exe_fd)
         if ns_fd >= 0:
             os.close(ns_fd)
+
+
+_NOT_STATIC = {
+    "script": "it is a script, whose interpreter would be loaded from the container's rootfs",
+    "dynamic": "it is dynamically linked, so the container's ld.so would load it",
+    "not elf": "it is not an ELF executable",
+}
+
+
+def open_static_executable(path: str) -> int:
+    """Open a host binary to run inside a rootfs; returns an O_RDONLY fd.
+
+    The kernel resolves a script's interpreter and an ELF's PT_INTERP inside the chroot, so anything
+    but a static executable would run code from the image as root: it is refused (ENOEXEC). A
+    wrapper script (Ubuntu's /sbin/ldconfig) gives way to its static ``<path>.real`` when there is one.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise LdconfigError(err.errno, "open ldconfig", path) from None
+    try:
+        problem = "not elf" if not stat.S_ISREG(os.fstat(fd).st_mode) else _why_not_static(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if problem is None:
+        return fd
+    os.close(fd)
+    if problem == "script" and os.path.exists(path + ".real"):
+        return open_static_executable(path + ".real")
+    raise LdconfigError(8, f"refusing ldconfig: {_NOT_STATIC[problem]}", path)
+
+
+def _why_not_static(fd: int):
+    """None for a static ELF executable, else "script", "dynamic" or "not elf"."""
+    import struct  # a C module: cheap, and only needed here
+
+    head = os.pread(fd, 64, 0)
+    if head[:2] == b"#!":
+        return "script"
+    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return "not elf"
+    order = "<" if head[5] == 1 else ">"
+    if head[4] == 2:
+        phoff, = struct.unpack_from(order + "Q", head, 32)
+        phentsize, phnum = struct.unpack_from(order + "HH", head, 54)
+    else:
+        phoff, = struct.unpack_from(order + "I", head, 28)
+        phentsize, phnum = struct.unpack_from(order + "HH", head, 42)
+    if phentsize < 4 or phnum == 0:
+        return "not elf"
+    table = os.pread(fd, phentsize * phnum, phoff)
+    if len(table) < phentsize * phnum:
+        return "not elf"
+    for i in range(phnum):
+        if struct.unpack_from(order + "I", table, i * phentsize)[0] == 3:  # PT_INTERP
+            return "dynamic"
+    return None
 
 
 def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigResult:

@@ -204,3 +204,25 @@ def test_host_ldconfig_path_refuses_container_paths():
         host_ldconfig_path("/sbin/ldconfig")
     with pytest.raises(ValueError, match="absolute"):
         host_ldconfig_path("@ldconfig")
+
+
+def test_only_static_binaries_run(rootfs, tmp_path):
+    script = tmp_path / "ldconfig"
+    script.write_text("#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n")
+    script.chmod(0o755)
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, ldconfig=str(script))
+    assert info.value.errno == errno.ENOEXEC and "script" in str(info.value)
+    # the shell the script names would be the image's: never started
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, ldconfig="/bin/true")  # dynamically linked on these hosts
+    assert info.value.errno == errno.ENOEXEC and "dynamically linked" in str(info.value)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program\n")
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, ldconfig=str(text))
+    assert "not an ELF" in str(info.value)
+    # Ubuntu's layout: a wrapper script next to the static ldconfig.real, which is what runs
+    shutil.copy("/sbin/ldconfig", tmp_path / "ldconfig.real")
+    assert run_ldconfig(rootfs, ["/" + LIBDIR], ldconfig=str(script)).returncode == 0
+    assert b"libgctprobe.so.1" in (rootfs / "etc/ld.so.cache").read_bytes()
