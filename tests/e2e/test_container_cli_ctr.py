@@ -1,0 +1,172 @@
+"""`ctr run --gpus` on a private containerd 1.6 with our nvidia-container-cli, on a simulated GPU host.
+
+ctr adds the prestart hook `containerd oci-hook -- <nvidia-container-cli found in ctr's PATH>
+--load-kmods configure --device=0 --compute --compat32 --graphics --utility --video --display
+--pid={{pid}} {{rootfs}}` with ctr's own environment as the hook's env (REFERENCE §5; checked here on
+the spec ctr writes). So ctr runs with the venv's bin first in PATH and NVIDIA_CTK_CONFIG_FILE_PATH
+naming a config whose `[nvidia-container-cli] root` is the simulated host. The image is a docker-archive
+tar built here from a busybox+glibc rootfs (no registry)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.engines import private_containerd, short_tempdir  # noqa: F401  (fixture)
+from tests.e2e.rootfs import make_rootfs
+
+pytestmark = pytest.mark.e2e
+
+VENV_BIN = Path(sys.executable).parent
+CLI = VENV_BIN / "nvidia-container-cli"
+IMAGE = "gct.test/cli-busybox:latest"
+NAMESPACE = "gct-cli"
+
+
+def docker_archive(root: Path, out: Path, name: str) -> Path:
+    """A `docker save`-style tar (manifest.json, config, one layer) that `ctr image import` reads."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        for entry in sorted(root.iterdir()):
+            tar.add(entry, arcname=entry.name)
+    layer_bytes = layer.getvalue()
+    layer_digest = hashlib.sha256(layer_bytes).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["/bin/sh"]},
+                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [name],
+                            "Layers": [f"{layer_digest}/layer.tar"]}]).encode()
+    with tarfile.open(out, "w") as tar:
+        for member, data in ((config_name, config), (f"{layer_digest}/layer.tar", layer_bytes),
+                             ("manifest.json", manifest)):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+@pytest.fixture
+def gpu_containerd(private_containerd):
+    """(ctr(*args) -> CompletedProcess, simulated host, workdir) with the image imported."""
+    if not CLI.exists():
+        pytest.skip("the nvidia-container-cli launcher is not installed: run `make venv`")
+    from simulator.host_builder import create_simulated_host
+    from simulator.models import DEFAULT_MODEL
+
+    workdir = short_tempdir("gct-cli-ctr-")
+    host = workdir / "host"
+    create_simulated_host(str(host), gpus=2, model=DEFAULT_MODEL, driver_version="550.54.15",
+                          cuda_version="12.4", mig_options=["1=1g.5gb"])
+    toolkit_config = workdir / "toolkit.toml"
+    toolkit_config.write_text(f'[nvidia-container-cli]\nroot = "{host}"\n')
+    socket = workdir / "c.sock"
+    dirs = [workdir / "root", workdir / "state", workdir / "opt"]
+    config = workdir / "containerd.toml"
+    config.write_text(f"""version = 2
+root = "{dirs[0]}"
+state = "{dirs[1]}"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "{socket}"
+[ttrpc]
+  address = "{socket}.ttrpc"
+[debug]
+  address = "{workdir}/debug.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{dirs[2]}"
+""")
+    daemon = private_containerd(config, socket, dirs, workdir=workdir)
+    # ctr's environment becomes the hook's: our programs first in PATH, our config, nothing from the host's
+    env = {"PATH": f"{VENV_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config)}
+
+    def ctr(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        done = subprocess.run(["ctr", "--address", str(socket), "--namespace", NAMESPACE, *args],
+                              capture_output=True, text=True, env=env, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"ctr {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}\n"
+                                 f"--- containerd log ---\n{daemon.log_tail()}")
+        return done
+
+    image = docker_archive(make_rootfs(workdir / "image-root", glibc=True), workdir / "image.tar", IMAGE)
+    ctr("image", "import", str(image))
+    yield ctr, host
+    ctr("tasks", "ls", check=False)     # the daemon fixture stops containerd and clears its dirs
+
+
+def marker(host: Path) -> dict:
+    return json.loads((host / ".nvidia-simulated-host.json").read_text())["inventory"]
+
+
+def host_mounts_under(path: Path) -> list[str]:
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if str(path) in line]
+
+
+INSIDE = r"""
+ls /dev | grep nvidia | sort | tr '\n' ' '; echo
+for n in /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl; do cat $n >/dev/null 2>/tmp/err; echo "$n: $(cat /tmp/err)"; done
+mknod /tmp/nvidia1 c 195 1 && cat /tmp/nvidia1 >/dev/null 2>/tmp/err; echo "made: $(cat /tmp/err)"
+nvidia-smi -L
+ldconfig -p | grep -E 'libcuda.so.1 |libnvidia-ml.so.1 ' | sed 's/ (.*) => / => /' | sort
+ls /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 /usr/bin/nvidia-smi
+"""
+
+
+def test_ctr_run_gpus_0_gets_exactly_gpu_0(gpu_containerd):
+    ctr, host = gpu_containerd
+    gpus = marker(host)["gpus"]
+    before = host_mounts_under(host)
+
+    # the hook ctr writes: our program, found in ctr's PATH, with the argv of REFERENCE §5
+    ctr("containers", "create", "--gpus", "0", IMAGE, "spec-check", "true")
+    spec = json.loads(ctr("containers", "info", "spec-check").stdout)["Spec"]
+    ctr("containers", "rm", "spec-check")
+    hook = spec["hooks"]["prestart"][-1]
+    assert hook["args"][:4] == ["containerd", "oci-hook", "--", str(CLI)]
+    assert hook["args"][4:] == ["--load-kmods", "configure", "--device=0", "--compute", "--compat32", "--graphics",
+                                "--utility", "--video", "--display", "--pid={{pid}}", "{{rootfs}}"]
+
+    out = ctr("run", "--rm", "--gpus", "0", IMAGE, "gpu0", "sh", "-c", INSIDE).stdout.splitlines()
+    assert out[0].split() == ["nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidiactl"]
+    # allowed by the device cgroup, no driver behind it: ENXIO; the other GPU is not there at all
+    assert out[1] == "/dev/nvidia0: cat: can't open '/dev/nvidia0': No such device or address"
+    assert out[2] == "/dev/nvidia1: cat: can't open '/dev/nvidia1': No such file or directory"
+    assert out[3] == "/dev/nvidiactl: cat: can't open '/dev/nvidiactl': No such device or address"
+    # the device cgroup denies the nodes that were not given: GPU 1's, made inside, gives EPERM
+    assert out[4] == "made: cat: can't open '/tmp/nvidia1': Operation not permitted"
+    assert out[5] == f"GPU 0: NVIDIA A100-SXM4-40GB (UUID: {gpus[0]['uuid']})"
+    cache = set(out[6:-2])
+    assert {"\tlibcuda.so.1 => /usr/lib/x86_64-linux-gnu/libcuda.so.1",
+            "\tlibnvidia-ml.so.1 => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"} <= cache
+    if (host / "usr/lib/i386-linux-gnu").is_dir():   # --compat32: the 32-bit ones too
+        assert "\tlibcuda.so.1 => /usr/lib/i386-linux-gnu/libcuda.so.1" in cache
+    assert out[-2:] == ["/usr/bin/nvidia-smi", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"]
+    assert host_mounts_under(host) == before == []
+
+
+def test_ctr_run_gpus_1_gets_only_gpu_1(gpu_containerd):
+    ctr, host = gpu_containerd
+    gpus = marker(host)["gpus"]
+    out = ctr("run", "--rm", "--gpus", "1", IMAGE, "gpu1", "sh", "-c",
+              "ls /dev | grep -E '^nvidia[0-9]+$'; nvidia-smi -L").stdout.splitlines()
+    # numbered from 0 inside, as NVML numbers the GPUs a process can open
+    assert out == ["nvidia1", f"GPU 0: NVIDIA A100-SXM4-40GB (UUID: {gpus[1]['uuid']})"]
+
+
+def test_ctr_run_unknown_gpu_does_not_start(gpu_containerd):
+    ctr, host = gpu_containerd
+    done = ctr("run", "--rm", "--gpus", "5", IMAGE, "gpu5", "true", check=False)
+    assert done.returncode != 0
+    assert "nvidia-container-cli: error: unknown device id '5': no such GPU or MIG device (--device)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert ctr("tasks", "ls", "-q").stdout.strip() == ""
+    assert host_mounts_under(host) == []
