@@ -1,0 +1,137 @@
+"""The shim in front of real runc and crun on a simulated GPU host: each container sees exactly the
+devices it asked for (nodes, libraries, `nvidia-smi -L` from the simulated driver), one without a
+request sees nothing and keeps its config.json byte for byte. Every runtime call goes through the shim."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.e2e.bundle import make_bundle
+from tests.e2e.host_setup import ensure_hugetlb_on_v1
+from tests.e2e.shim_host import (GPU_REPORT, SHIM, ShimLifecycle, build_gpu_host, parse_gpu_report, shim_env,
+                                 write_shim_config)
+
+pytestmark = pytest.mark.e2e
+MODEL = "NVIDIA A100-SXM4-40GB"
+
+
+@pytest.fixture(scope="module")
+def gpu_host(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (device nodes, runc)")
+    if not SHIM.exists():
+        pytest.skip(f"{SHIM} is not installed (make venv)")
+    ensure_hugetlb_on_v1()
+    return build_gpu_host(tmp_path_factory.mktemp("shim-e2e"))
+
+
+def lifecycle_for(runtime, gpu_host, tmp_path, mode="cdi"):
+    if shutil.which(runtime) is None:
+        pytest.skip(f"{runtime} is not installed")
+    config = write_shim_config(tmp_path / "config.toml", gpu_host, runtime=runtime, mode=mode,
+                               debug_log=tmp_path / "shim.log")
+    return ShimLifecycle(shim_env(config, tmp_path / "cache"), tmp_path / "state")
+
+
+def smi_gpu_line(uuid: str) -> str:
+    return f"GPU 0: {MODEL} (UUID: {uuid})"
+
+
+def smi_mig_line(uuid: str) -> str:
+    return f"  MIG 1g.5gb      Device  0: (UUID: {uuid})"
+
+
+def expected_mig(gpu_host, key):
+    gi, ci = gpu_host.mig_caps[key]
+    return {"dev": sorted(["nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps",
+                           f"nvidia-caps/nvidia-cap{gi}", f"nvidia-caps/nvidia-cap{ci}"]),
+            "smi": [smi_gpu_line(gpu_host.gpu_uuids[1]), smi_mig_line(gpu_host.mig_uuids[key])]}
+
+
+CASES = {
+    "gpu-index": (["NVIDIA_VISIBLE_DEVICES=1"], None),
+    "mig-uuid": (["NVIDIA_VISIBLE_DEVICES={mig11}"], None),
+    "cdi-name": (["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1:1"], None),
+    "annotation": ([], {"cdi.k8s.io/gct-test": "nvidia.com/gpu=0"}),
+}
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_container_sees_exactly_what_it_asked_for(gpu_host, tmp_path, runtime, case):
+    env, annotations = CASES[case]
+    env = [e.format(mig11=gpu_host.mig_uuids["1:1"]) for e in env]
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", GPU_REPORT], env=env, glibc=True, annotations=annotations)
+    code, output, stderr = lifecycle_for(runtime, gpu_host, tmp_path).run(bundle)
+    assert code == 0, stderr
+    seen = parse_gpu_report(output)
+    if case == "gpu-index":
+        assert seen["dev"] == sorted(["nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"])
+        assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[1])]
+    elif case == "annotation":
+        assert "nvidia0" in seen["dev"] and "nvidia1" not in seen["dev"]
+        assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[0])]
+    else:
+        expected = expected_mig(gpu_host, "1:1")
+        assert seen["dev"] == expected["dev"]
+        assert seen["smi"] == expected["smi"]
+    for lib in ("libcuda.so.1", "libnvidia-ml.so.1", "libcuda.so.550.54.15"):
+        assert lib in seen["libs"]
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_container_without_a_request_is_left_alone(gpu_host, tmp_path, runtime):
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", GPU_REPORT], glibc=True)
+    before = (bundle / "config.json").read_bytes()
+    code, output, stderr = lifecycle_for(runtime, gpu_host, tmp_path).run(bundle)
+    assert code == 0, stderr
+    assert parse_gpu_report(output) == {"dev": [], "libs": [], "smi": ["NO-NVIDIA-SMI"]}
+    assert (bundle / "config.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_jit_cdi_gives_only_the_requested_capabilities(gpu_host, tmp_path, runtime):
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", GPU_REPORT], glibc=True,
+                         env=["NVIDIA_VISIBLE_DEVICES=1:0", "NVIDIA_DRIVER_CAPABILITIES=utility"])
+    code, output, stderr = lifecycle_for(runtime, gpu_host, tmp_path, mode="jit-cdi").run(bundle)
+    assert code == 0, stderr
+    seen = parse_gpu_report(output)
+    assert seen["smi"] == expected_mig(gpu_host, "1:0")["smi"]
+    assert "nvidia-uvm" not in seen["dev"]  # uvm only with compute
+    assert "libnvidia-ml.so.1" in seen["libs"] and not any(lib.startswith("libcuda") for lib in seen["libs"])
+
+
+def test_auto_mode_uses_the_spec_for_a_device_it_defines(gpu_host, tmp_path):
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", GPU_REPORT], glibc=True,
+                         env=["NVIDIA_VISIBLE_DEVICES=" + gpu_host.gpu_uuids[0]])
+    code, output, stderr = lifecycle_for("runc", gpu_host, tmp_path, mode="auto").run(bundle)
+    assert code == 0, stderr
+    assert parse_gpu_report(output)["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[0])]
+    assert "mode cdi" in (tmp_path / "shim.log").read_text()
+
+
+def test_unknown_device_fails_the_create_with_our_message(gpu_host, tmp_path):
+    bundle = make_bundle(tmp_path / "bundle", ["true"], env=["NVIDIA_VISIBLE_DEVICES=7"])
+    before = (bundle / "config.json").read_bytes()
+    lifecycle = lifecycle_for("runc", gpu_host, tmp_path)
+    code, _, stderr = lifecycle.run(bundle)
+    assert code == 1
+    assert stderr == (f"nvidia-container-runtime: error: unresolvable CDI device nvidia.com/gpu=7 "
+                      f"(spec dirs {gpu_host.spec_dir})\n")
+    assert json.loads((bundle / "log.json").read_text())["msg"] == stderr.strip()
+    assert (bundle / "config.json").read_bytes() == before
+
+
+def test_only_create_starts_python(gpu_host, tmp_path):
+    """start, state and delete reach runc through the launcher alone: only create is in Python's log."""
+    bundle = make_bundle(tmp_path / "bundle", ["true"], env=["NVIDIA_VISIBLE_DEVICES=0"])
+    lifecycle = lifecycle_for("runc", gpu_host, tmp_path)
+    assert lifecycle.run(bundle)[0] == 0
+    log = (tmp_path / "shim.log").read_text().splitlines()
+    python_lines = [line for line in log if "low-level runtime" in line]
+    assert len(python_lines) == 1 and "command create" in python_lines[0]
+    passthrough = [line.split("passthrough of '")[1].split("'")[0] for line in log if "passthrough of" in line]
+    assert passthrough[0] == "start" and passthrough[-1] == "delete" and "state" in passthrough
