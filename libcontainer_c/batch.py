@@ -57,6 +57,7 @@ class RootfsBatch:
     def __init__(self):
         self._ops = []      # (kind, path, target, data, src_fd, mode, attr_set, attr_clr, flags)
         self._trees = []    # tree fds we own until close()
+        self._ran = False
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -123,7 +124,12 @@ class RootfsBatch:
     def run(self, rootfs, pid: int = None) -> None:
         """Run every operation in a forked child; ``rootfs`` is the host path of the container's
         root as seen in its mount namespace, ``pid`` a process in that namespace (None: this
-        process's namespace). Raises BatchError on the first failure, after the rollback."""
+        process's namespace). Raises BatchError on the first failure, after the rollback.
+        A batch runs once: its cloned trees are attached by then, and attaching one again would move
+        that mount."""
+        if self._ran:
+            raise RuntimeError("a RootfsBatch runs only once; build a new one")
+        self._ran = True
         keep = []  # cffi buffers must outlive the call
         ops = ffi.new("struct gct_op[]", max(len(self._ops), 1))
         for op, (kind, path, target, data, src_fd, mode, attr_set, attr_clr, flags) in zip(ops, self._ops):

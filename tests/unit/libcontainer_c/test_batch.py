@@ -200,3 +200,11 @@ def test_unmount_undoes_an_earlier_batch(container, host_files):
     (RootfsBatch().unmount("/proc/driver/nvidia").unmount("/usr/lib/libfoo.so.1.2")
      .unmount("/missing", if_exists=True).run(rootfs=rootfs, pid=pid))
     assert container_mounts(pid, rootfs) == {}
+
+
+def test_a_batch_runs_once(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    batch = RootfsBatch().mkdirs("/a")
+    batch.run(rootfs=tmp_path / "rootfs")
+    with pytest.raises(RuntimeError, match="only once"):
+        batch.run(rootfs=tmp_path / "rootfs")
