@@ -1,0 +1,163 @@
+"""nvidia-container-runtime-hook under real runc and crun, added by the runtime shim in legacy mode, on a
+simulated host (2 GPUs, GPU 1 in MIG mode with two MIG devices).
+
+The container reports what it got: exactly the requested GPU and MIG nodes (bind mounts, never
+nodev), the driver libraries and their links, libcuda.so.1 in its ld cache, an nvidia-smi that lists
+only what was asked for, and a device cgroup that denies a node of a GPU not requested (EPERM on open
+of a node made with mknod inside) and allows a requested one (ENXIO: allowed, no driver behind it).
+The host's mount table is the same afterwards.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.e2e.bundle import make_bundle
+from tests.e2e.hook_support import (HOOK, LIBDIR, PROBE, add_hook_entry, make_simulated_host, mount_table,
+                                    nodes, opened, require_root_and, run_through_shim, run_with_runtime, smi,
+                                    with_mknod, write_config)
+from tests.e2e.host_setup import ensure_hugetlb_on_v1
+
+pytestmark = pytest.mark.e2e
+VERSION = "550.54.15"
+EPERM, ENXIO = "Operation not permitted", "No such device or address"
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    require_root_and("runc", "crun", "gcc")
+    ensure_hugetlb_on_v1()
+    work = tmp_path_factory.mktemp("hook-host")
+    inventory = make_simulated_host(work / "host")
+    yield work / "host", inventory
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def run(host, tmp_path, runtime: str, env: list[str], script: str = PROBE, config_extra: str = ""):
+    root, _ = host
+    config = write_config(tmp_path / "config.toml", root, runtime, config_extra)
+    bundle = with_mknod(make_bundle(tmp_path / "bundle", ["sh", "-c", script], env=env, glibc=True))
+    before = mount_table()
+    result = run_through_shim(bundle, config, tmp_path / "state")
+    assert mount_table() == before, "the host's mount table changed"
+    return result
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_gpu_0_gets_exactly_its_node_libraries_links_and_cgroup_rule(host, tmp_path, runtime):
+    _, inventory = host
+    result = run(host, tmp_path, runtime, ["NVIDIA_VISIBLE_DEVICES=0"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert nodes(lines) == {"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
+    assert f"link {LIBDIR}/libcuda.so -> libcuda.so.1" in lines
+    assert f"link {LIBDIR}/libnvidia-ml.so.1 -> libnvidia-ml.so.{VERSION}" in lines
+    assert "ldcache-ok" in lines
+    assert "NODEV-ON-NODE" not in lines
+    listed = smi(lines)
+    assert len(listed) == 1 and inventory["gpus"][0]["uuid"] in listed[0], listed
+    assert ENXIO in opened(lines, 0)       # requested: the cgroup lets it through to the (absent) driver
+    assert EPERM in opened(lines, 1)       # not requested: the cgroup denies it
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_mig_device_gets_its_parent_and_cap_nodes_only(host, tmp_path, runtime):
+    _, inventory = host
+    mig0, mig1 = inventory["gpus"][1]["mig_devices"]
+    result = run(host, tmp_path, runtime, ["NVIDIA_VISIBLE_DEVICES=1:0"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert nodes(lines) == {"/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                            f"/dev/nvidia-caps/nvidia-cap{mig0['gi_cap_minor']}",
+                            f"/dev/nvidia-caps/nvidia-cap{mig0['ci_cap_minor']}"}
+    listed = "\n".join(smi(lines))
+    assert mig0["uuid"] in listed and mig1["uuid"] not in listed
+    assert inventory["gpus"][0]["uuid"] not in listed
+    assert EPERM in opened(lines, 0) and ENXIO in opened(lines, 1)
+
+
+def test_utility_only_gets_no_cuda_and_no_uvm(host, tmp_path):
+    result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=utility"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "/dev/nvidia-uvm" not in nodes(lines)
+    assert {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"} <= nodes(lines)
+    assert f"link {LIBDIR}/libcuda.so.1 -> " in lines   # no libcuda: readlink prints nothing
+    assert f"link {LIBDIR}/libnvidia-ml.so.1 -> libnvidia-ml.so.{VERSION}" in lines
+    assert ENXIO in opened(lines, 0) and ENXIO in opened(lines, 1)
+
+
+def test_no_gpu_requested_touches_nothing_and_never_reads_the_driver(host, tmp_path):
+    # a driver root that does not exist: the hook would fail if it so much as looked at it
+    config = write_config(tmp_path / "config.toml", tmp_path / "no-such-root")
+    bundle = with_mknod(make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], glibc=True))
+    result = run_through_shim(bundle, config, tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert nodes(lines) == set() and smi(lines) == []
+    assert EPERM in opened(lines, 0)
+
+
+@pytest.mark.parametrize("env, message", [
+    (["NVIDIA_VISIBLE_DEVICES=7"], "unknown device id '7'"),
+    (["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99.0"], "unsatisfied condition 'cuda>=99.0'"),
+])
+def test_a_refused_request_stops_the_container_with_one_line(host, tmp_path, env, message):
+    result = run(host, tmp_path, "runc", env, script="echo STARTED")
+    assert result.returncode != 0
+    assert "STARTED" not in result.stdout
+    assert f"nvidia-container-runtime-hook: error: {message}" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_the_hook_alone_refuses_mig_config_for_an_unprivileged_container(host, tmp_path, runtime):
+    # the hook entry as docker adds it, without the shim (which would refuse first)
+    root, _ = host
+    config = write_config(tmp_path / "config.toml", root, runtime)
+    bundle = add_hook_entry(make_bundle(tmp_path / "bundle", ["echo", "STARTED"], glibc=True, env=[
+        "NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_MIG_CONFIG_DEVICES=all"]), config)
+    before = mount_table()
+    result = run_with_runtime(runtime, bundle, tmp_path / "state")
+    assert mount_table() == before
+    assert result.returncode != 0 and "STARTED" not in result.stdout
+    if runtime == "crun":   # crun sends a hook's stderr nowhere unless an annotation asks for it
+        assert "error executing hook" in result.stderr
+        return
+    assert ("nvidia-container-runtime-hook: error: NVIDIA_MIG_CONFIG_DEVICES is only allowed for privileged "
+            "containers (CAP_SYS_ADMIN)") in result.stderr, result.stderr
+
+
+def test_mig_config_and_monitor_for_a_privileged_container(host, tmp_path):
+    root, _ = host
+    config = write_config(tmp_path / "config.toml", root)
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], glibc=True, env=[
+        "NVIDIA_VISIBLE_DEVICES=1", "NVIDIA_MIG_CONFIG_DEVICES=all", "NVIDIA_MIG_MONITOR_DEVICES=all"])
+    spec = json.loads((bundle / "config.json").read_text())
+    spec["process"]["capabilities"]["bounding"].append("CAP_SYS_ADMIN")
+    (bundle / "config.json").write_text(json.dumps(spec))
+    result = run_with_runtime("runc", add_hook_entry(bundle, config), tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    found = nodes(result.stdout.splitlines())
+    assert {"/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2", "/dev/nvidia1"} <= found
+    assert "/dev/nvidia0" not in found
+
+
+def test_require_is_skipped_when_disabled(host, tmp_path):
+    result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99.0",
+                                          "NVIDIA_DISABLE_REQUIRE=true"], script="echo STARTED")
+    assert result.returncode == 0, result.stderr
+    assert "STARTED" in result.stdout
+
+
+def test_poststart_and_poststop_succeed_doing_nothing():
+    import subprocess
+
+    if not HOOK.exists():
+        pytest.skip("hook launcher not installed")
+    for command in ("poststart", "poststop"):
+        result = subprocess.run([str(HOOK), command], input="not even json", capture_output=True, text=True)
+        assert result.returncode == 0 and result.stderr == ""
