@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import sys
 
 from hook.cli_args import PROG
@@ -102,6 +103,14 @@ def host_ldconfig(args, config, rootfs: str, keep_open: list[int]) -> str:
         path = value[1:]
         if not os.path.isabs(path):
             raise ConfigureError(f"ldconfig {value!r} must be an absolute host path", where)
+        # checked before anything is mounted: a missing ldconfig would otherwise fail only after the
+        # mounts, and cost a rollback
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise ConfigureError(f"cannot use ldconfig: {e.strerror}", path) from None
+        if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
+            raise ConfigureError("cannot use ldconfig: not an executable file", path)
         return path
     if not config.feature(ALLOW_CONTAINER_LDCONFIG):
         raise ConfigureError(f"ldconfig {value!r} would run a binary from the container image; use '@{value}' "
