@@ -98,10 +98,13 @@ def opened(lines: list[str], minor: int) -> str:
     return " ".join(line.split(" ", 1)[1] for line in lines if line.startswith(f"open{minor} "))
 
 
-def mount_table() -> set[str]:
-    """This process's mount table without mount ids (they change)."""
+def mount_table(*markers: str) -> set[str]:
+    """The host's mount table without mount ids (they change), limited to entries that could come from
+    an injection: anything naming nvidia, a driver file, or one of `markers` (e.g. the test's temp dirs).
+    Other engineers' daemons mount and unmount their own things meanwhile; those are not compared."""
+    keys = ("nvidia", "libcuda", "/proc/driver", "ld.so.cache", *markers)
     with open("/proc/self/mountinfo") as f:
-        return {" ".join(line.split()[2:]) for line in f}
+        return {" ".join(line.split()[2:]) for line in f if any(k in line for k in keys)}
 
 
 def add_hook_entry(bundle: Path, config: Path) -> Path:

@@ -39,9 +39,9 @@ def run(host, tmp_path, runtime: str, env: list[str], script: str = PROBE, confi
     root, _ = host
     config = write_config(tmp_path / "config.toml", root, runtime, config_extra)
     bundle = with_mknod(make_bundle(tmp_path / "bundle", ["sh", "-c", script], env=env, glibc=True))
-    before = mount_table()
+    before = mount_table(str(tmp_path), str(root))
     result = run_through_shim(bundle, config, tmp_path / "state")
-    assert mount_table() == before, "the host's mount table changed"
+    assert mount_table(str(tmp_path), str(root)) == before, "the host's mount table changed"
     return result
 
 
@@ -120,9 +120,9 @@ def test_the_hook_alone_refuses_mig_config_for_an_unprivileged_container(host, t
     config = write_config(tmp_path / "config.toml", root, runtime)
     bundle = add_hook_entry(make_bundle(tmp_path / "bundle", ["echo", "STARTED"], glibc=True, env=[
         "NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_MIG_CONFIG_DEVICES=all"]), config)
-    before = mount_table()
+    before = mount_table(str(tmp_path), str(root))
     result = run_with_runtime(runtime, bundle, tmp_path / "state")
-    assert mount_table() == before
+    assert mount_table(str(tmp_path), str(root)) == before
     assert result.returncode != 0 and "STARTED" not in result.stdout
     if runtime == "crun":   # crun sends a hook's stderr nowhere unless an annotation asks for it
         assert "error executing hook" in result.stderr
