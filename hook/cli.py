@@ -88,7 +88,9 @@ def run_list(args) -> None:
 
 def run_configure(args) -> None:
     from hook.cli_configure import configure
+    from hook.prestart import drop_privileges
 
+    drop_privileges()   # the prestart hook's set: what injection needs, and no_new_privs
     config = load_cli_config(args)
     configure(args, config, driver_root_of(args, config))
 

@@ -71,16 +71,23 @@ chroot {rootfs} sh -c 'cat /dev/nvidia0 2>&1 >/dev/null; nvidia-smi -L; ldconfig
         assert mounts_under(rootfs, f.read()) == []
 
 
-def test_user_with_pid_of_its_own_namespace(userns_host):
-    # --pid of a process whose mount namespace the user namespace owns: the injector enters it
+def test_user_with_pid_of_a_namespace_it_owns(userns_host):
+    # --pid of a "container" whose mount namespace this user namespace owns: the injector enters it, and the
+    # mounts appear there only (seen through /proc/PID/root), not in the caller's namespace
     host, rootfs = userns_host
     script = f"""
-"$CLI" --user --root "$HOST" configure --no-cgroups --pid=$$ --device=1 --utility {rootfs} || exit 9
-ls {rootfs}/dev | grep -E '^nvidia[0-9]+$'; ls {rootfs}/usr/bin/nvidia-smi
+unshare --mount sleep 60 & SPID=$!
+while [ "$(readlink /proc/$SPID/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ]; do sleep 0.05; done
+"$CLI" --user --root "$HOST" configure --no-cgroups --pid=$SPID --device=1 --utility {rootfs} || echo failed
+ls /proc/$SPID/root{rootfs}/dev | grep -E '^nvidia[0-9]+$'
+[ -s /proc/$SPID/root{rootfs}/usr/bin/nvidia-smi ] && echo "mounted there"
+[ -s {rootfs}/usr/bin/nvidia-smi ] || echo "placeholder here"
+grep -c {rootfs} /proc/self/mountinfo
+kill $SPID
 """
     done = in_user_namespace(script, host)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["nvidia1", f"{rootfs}/usr/bin/nvidia-smi"]
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == ["nvidia1", "mounted there", "placeholder here", "0"]
 
 
 @pytest.mark.parametrize("flags, message", [
