@@ -199,3 +199,24 @@ def test_no_driver_and_bad_root_are_one_line(tmp_path):
     config.write_text("[nvidia-container-cli\n")
     line = one_line_error(cli("info", env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}))
     assert "invalid TOML" in line and str(config) in line
+
+
+def test_ldcache_option_and_directory_scan_give_the_same_libraries(host):
+    # --ldcache names the driver root's cache; a root without one is scanned (same files, same order)
+    by_cache = ok(cli("--root", host, "--ldcache", "/etc/ld.so.cache", "list", "-l"))
+    by_scan = ok(cli("--root", host, "--ldcache", "/etc/no-such-cache", "list", "-l"))
+    assert by_cache == by_scan == "\n".join(expected_files(host)["libraries"]) + "\n"
+
+
+def test_installed_launcher_and_a_closed_pipe(host):
+    launcher = os.path.join(os.path.dirname(sys.executable), "nvidia-container-cli")
+    if not os.path.exists(launcher):
+        pytest.skip("launcher not installed: run `make venv`")
+    # the launcher keeps NVIDIA_* variables: the driver root arrives by environment
+    done = subprocess.run([launcher, "info", "--csv"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "NVIDIA_CTK_DRIVER_ROOT": host, "PYTHONPATH": "/nonexistent"})
+    assert done.returncode == 0 and done.stdout.splitlines()[1] == "550.54.15,12.4", done.stderr
+    # a reader that is gone before the output is written (`list | true`: true exits while Python starts)
+    piped = subprocess.run(f"{launcher} --root {host} list | true; echo done", shell=True, capture_output=True,
+                           text=True, timeout=60)
+    assert piped.stdout == "done\n" and piped.stderr == ""
