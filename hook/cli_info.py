@@ -163,12 +163,13 @@ def list_host_paths(root: DriverRoot, inventory: Inventory, request: ListRequest
         gpus, migs = list(inventory.gpus), inventory.mig_devices()
     else:
         gpus, migs = resolve_ids(request.devices, inventory, "--device")
-    config_gpus, _ = resolve_ids(request.mig_config, inventory, "--mig-config")
-    monitor_gpus, _ = resolve_ids(request.mig_monitor, inventory, "--mig-monitor")
+    # the ids are checked, but like configure, MIG config/monitor rights bring no GPU node of their own
+    resolve_ids(request.mig_config, inventory, "--mig-config")
+    resolve_ids(request.mig_monitor, inventory, "--mig-monitor")
     out: list[str] = []
     if everything or request.devices or request.mig_config or request.mig_monitor or request.imex_channels:
         out += [root.dev_path(n) for n in CONTROL_NODES if _is_char_device(root.dev_path(n))]
-        out += gpu_nodes(root, inventory, gpus + config_gpus + monitor_gpus, migs)
+        out += gpu_nodes(root, inventory, gpus, migs)
         out += mig_paths(root, inventory, migs)
         if request.mig_config:
             out += mig_global_paths(root, "config")

@@ -172,7 +172,7 @@ def test_list_mig_config_monitor_and_imex(host):
     control = [f"{host}/dev/{n}" for n in CONTROL]
     caps = f"{host}/proc/driver/nvidia/capabilities/mig"
     out = ok(cli("--root", host, "list", "--mig-config=1", "--mig-monitor=1")).splitlines()
-    assert out == control + [f"{host}/dev/nvidia1", f"{caps}/config", f"{host}/dev/nvidia-caps/nvidia-cap1",
+    assert out == control + [f"{caps}/config", f"{host}/dev/nvidia-caps/nvidia-cap1",
                              f"{caps}/monitor", f"{host}/dev/nvidia-caps/nvidia-cap2"]
     out = ok(cli("--root", host, "list", "--imex-channel=1")).splitlines()
     assert out == control + [f"{host}/dev/nvidia-caps-imex-channels/channel1"]
@@ -183,6 +183,7 @@ def test_list_mig_config_monitor_and_imex(host):
     (["list", "--device=GPU-12/../x"], ["malformed device id", "(--device)"]),
     (["list", "--imex-channel=5"], ["IMEX channel 5 is missing", "channel5)"]),
     (["list", "--imex-channel=abc"], ["invalid IMEX channel 'abc'"]),
+    (["list", "--mig-config=4"], ["unknown device id '4'", "(--mig-config)"]),
 ])
 def test_list_errors_are_one_line(host, args, fragments):
     line = one_line_error(cli("--root", host, *args))
