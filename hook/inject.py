@@ -356,11 +356,11 @@ def _undo_mounts(plan: InjectionPlan, target: Target, warn) -> None:
 
     batch = RootfsBatch()
     if plan.proc_view:
-        batch.unmount(PROC_DIR, if_exists=True)
+        batch.unmount(PROC_DIR)
     for mount in reversed(plan.mounts):
-        batch.unmount(mount.container_path, if_exists=True)
+        batch.unmount(mount.container_path)
     for node in (reversed(plan.device_nodes) if target.bind_devices else ()):
-        batch.unmount(node.path, if_exists=True)
+        batch.unmount(node.path)
     try:
         batch.run(rootfs=target.rootfs, pid=target.pid)
     except BatchError as e:

@@ -118,7 +118,8 @@ class RootfsBatch:
 
     def unmount(self, path, if_exists: bool = False):
         """Lazily unmount the mount whose root is ``path``, e.g. to undo an earlier batch after a
-        later step failed (nothing mounted there: no error). ``if_exists``: skip a missing path."""
+        later step failed (``path`` missing or nothing mounted there: no error). ``if_exists``: skip
+        it when the parent directory is missing."""
         return self._add(lib.GCT_OP_UMOUNT, path, if_exists=if_exists)
 
     def run(self, rootfs, pid: int = None) -> None:

@@ -73,15 +73,16 @@ static int remount_op(int rootfd, const struct gct_op *op)
     return rc;
 }
 
-/* Undo of an earlier batch's mount: path must be the root of a mount (EINVAL, taken as "nothing
- * mounted there", otherwise). The last component is not followed: a link never redirects the unmount. */
+/* Undo of an earlier batch's mount. A path that does not exist (ENOENT) or is not the root of a
+ * mount (EINVAL) has nothing mounted to undo. The last component is not followed: a link never
+ * redirects the unmount. */
 static int umount_op(int rootfd, const struct gct_op *op)
 {
     int fd, rc;
 
     fd = gct_resolve(rootfd, op->path, O_PATH | O_NOFOLLOW);
     if (fd < 0)
-        return -1;
+        return errno == ENOENT ? 0 : -1;
     rc = gct_umount_fd(fd);
     gct_close_keep_errno(fd);
     return rc < 0 && errno == EINVAL ? 0 : rc;
@@ -132,7 +133,7 @@ static int anchor_exists(int rootfd, const struct gct_op *op)
     const char *anchor = op->path;
     int fd;
 
-    if (op->kind != GCT_OP_TMPFS && op->kind != GCT_OP_REMOUNT && op->kind != GCT_OP_UMOUNT) {
+    if (op->kind != GCT_OP_TMPFS && op->kind != GCT_OP_REMOUNT) {
         if (gct_split_path(op->path, dir, sizeof(dir), name, sizeof(name)) < 0)
             return -1;
         anchor = dir;

@@ -61,8 +61,8 @@ enum {
     GCT_OP_TMPFS = 6,      /* tmpfs on dir path; data = "key=value,..." options or NULL; attr_set */
     GCT_OP_WRITE_FILE = 7, /* new file at path with data_len bytes of data (mode) */
     GCT_OP_REMOUNT = 8,    /* mount_setattr attr_set/attr_clr on the mount whose root is path */
-    GCT_OP_UMOUNT = 9      /* lazily unmount the mount whose root is path (nothing mounted there: a
-                            * no-op), to undo an earlier batch */
+    GCT_OP_UMOUNT = 9      /* lazily unmount the mount whose root is path (path missing or nothing
+                            * mounted there: a no-op), to undo an earlier batch */
 };
 struct gct_op {
     int kind;

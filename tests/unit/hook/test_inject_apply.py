@@ -1,0 +1,138 @@
+"""hook.inject.inject into a real rootfs, in a private mount namespace (pid None: the batch child and the
+ldconfig sandbox work in this namespace, as they would in a container's): the mounts and their flags,
+the links, the ld cache, the /proc/driver/nvidia view where that directory exists, and the rollback
+when a later step fails."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from cdi.selection import Selection
+from hook.inject import InjectionError, Target, inject, plan_injection
+from tests.e2e.rootfs import make_rootfs
+from tests.unit.libcontainer_c.mountns import run_in_private_mount_ns
+
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+
+
+def mounts_under(root) -> dict[str, str]:
+    """mount point (relative to root) -> per-mount options, for mounts below root."""
+    found = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4].startswith(str(root) + "/"):
+                found[fields[4][len(str(root)):]] = fields[5]
+    return found
+
+
+@pytest.fixture
+def rootfs(tmp_path):
+    return make_rootfs(tmp_path / "rootfs", glibc=True)
+
+
+def _apply(plan, root, warnings):
+    try:
+        injected = inject(plan, Target(str(root), None, cgroups=False), warn=warnings.append)
+    except InjectionError as e:
+        return "error", str(e), mounts_under(root)
+    cache = subprocess.run(["chroot", str(root), "/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
+    return injected.nodes, injected.links, mounts_under(root), cache
+
+
+def test_injection_mounts_links_and_ld_cache(sim_host, rootfs):
+    host, inventory = sim_host
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute", "utility"})
+    injected_nodes, links, mounts, cache = run_in_private_mount_ns(_apply, plan, rootfs, [])
+    assert set(injected_nodes) == {"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    for node in injected_nodes:
+        flags = mounts[node].split(",")
+        assert {"ro", "nosuid", "noexec"} <= set(flags) and "nodev" not in flags
+    library = f"{LIBDIR}/libcuda.so.550.54.15"
+    assert "noexec" not in mounts[library].split(",") and "ro" in mounts[library].split(",")
+    assert "noexec" not in mounts["/usr/bin/nvidia-smi"].split(",")
+    assert f"{LIBDIR}/libcuda.so.1" in links
+    assert f"libcuda.so.1 (libc6,x86-64) => {LIBDIR}/libcuda.so.1" in cache
+    # nothing was left in the host's namespace
+    assert mounts_under(rootfs) == {}
+    assert os.readlink(rootfs / LIBDIR.lstrip("/") / "libcuda.so.1") == "libcuda.so.550.54.15"
+
+
+def _proc_view(plan, root):
+    inject(plan, Target(str(root), None, cgroups=False))
+    base = root / "proc/driver/nvidia"
+    listing = sorted(str(p.relative_to(base)) for p in base.rglob("*"))
+    params = (base / "params").read_text()
+    try:
+        (base / "version").write_text("x")
+        writable = True
+    except OSError:
+        writable = False
+    return listing, params, writable, mounts_under(root).get("/proc/driver/nvidia", "")
+
+
+def test_proc_view_shows_only_the_injected_gpu_where_the_directory_exists(sim_host, rootfs):
+    host, inventory = sim_host
+    (rootfs / "proc/driver/nvidia/gpus/0000:07:00.0").mkdir(parents=True)   # as a driver's procfs would
+    (rootfs / "proc/driver/nvidia/gpus/0000:0f:00.0").mkdir(parents=True)
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[1],)), {"utility"})
+    plan.update_ldcache = False
+    listing, params, writable, options = run_in_private_mount_ns(_proc_view, plan, rootfs)
+    assert "gpus/0000:0f:00.0/information" in listing
+    assert not any("0000:07:00.0" in name for name in listing)
+    assert {"version", "params", "registry"} <= set(listing)
+    assert "ModifyDeviceFiles: 0" in params and "ModifyDeviceFiles: 1" not in params
+    assert not writable and options.startswith("ro")
+
+
+def test_no_proc_view_without_the_directory(sim_host, rootfs):
+    host, inventory = sim_host
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"utility"})
+    plan.update_ldcache = False
+    run_in_private_mount_ns(lambda: inject(plan, Target(str(rootfs), None, cgroups=False)) and None)
+    assert not (rootfs / "proc/driver").exists()
+
+
+def test_a_failing_ldconfig_undoes_every_mount(sim_host, rootfs):
+    host, inventory = sim_host
+    (rootfs / "proc/driver/nvidia").mkdir(parents=True)
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute", "utility"},
+                          ldconfig="/nonexistent/ldconfig")
+    outcome, message, mounts = run_in_private_mount_ns(_apply, plan, rootfs, [])
+    assert outcome == "error"
+    assert "ldconfig failed" in message and "/nonexistent/ldconfig" in message
+    assert mounts == {}   # the device nodes, driver files and the /proc tmpfs are all gone again
+
+
+def test_a_device_node_that_is_not_the_expected_one_stops_everything(sim_host, rootfs):
+    host, inventory = sim_host
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"utility"})
+    plan.device_nodes[-1].host_path = "/dev/null"      # char 1:3, not 195:0
+    outcome, message, mounts = run_in_private_mount_ns(_apply, plan, rootfs, [])
+    assert outcome == "error"
+    assert "device node is not the expected one: want char 195:0, found char 1:3" in message
+    assert "/dev/null" in message and mounts == {}
+
+
+def test_the_images_own_file_at_a_link_is_kept(sim_host, rootfs):
+    host, inventory = sim_host
+    own = rootfs / LIBDIR.lstrip("/") / "libcuda.so"
+    own.write_text("the image's own")
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute"})
+    warnings = []
+
+    def apply():
+        _apply(plan, rootfs, warnings)
+        return warnings
+
+    warnings = run_in_private_mount_ns(apply)
+    assert own.read_text() == "the image's own"
+    assert any("libcuda.so" in w and "its own file" in w for w in warnings)
+
+
+def test_target_needs_an_absolute_rootfs():
+    with pytest.raises(InjectionError, match="absolute path"):
+        Target("relative/rootfs")
