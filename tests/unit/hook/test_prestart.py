@@ -1,0 +1,137 @@
+"""nvidia-container-runtime-hook's program side: arguments as NVIDIA's hook takes them, poststart and
+poststop, the no-GPU path (exit 0, nothing touched, NVML never loaded), one-line errors, and the
+privileges it keeps."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hook.prestart import KEPT_CAPABILITIES, UsageError, parse_argv
+
+HOOK = Path(sys.executable).parent / "nvidia-container-runtime-hook"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["prestart"], ("prestart", None)),
+    (["-config", "/c.toml", "prestart"], ("prestart", "/c.toml")),
+    (["--config=/c.toml", "-debug", "poststop"], ("poststop", "/c.toml")),
+])
+def test_arguments(argv, expected):
+    assert parse_argv(argv) == expected
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "missing command"), (["-x", "prestart"], "unknown flag '-x'"), (["-config"], "needs a value"),
+    (["prestart", "extra"], "unexpected argument 'extra'"),
+])
+def test_bad_arguments(argv, message):
+    with pytest.raises(UsageError, match=message):
+        parse_argv(argv)
+
+
+def hook(*args: str, state=None, env=None) -> subprocess.CompletedProcess:
+    if not HOOK.exists():
+        pytest.skip("hook launcher not installed (make venv)")
+    data = state if isinstance(state, str) else json.dumps(state or {})
+    return subprocess.run([str(HOOK), *args], input=data, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", **(env or {})})
+
+
+@pytest.mark.parametrize("command", ["poststart", "poststop"])
+def test_poststart_and_poststop_do_nothing(command):
+    result = hook(command, state="garbage")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_unknown_command_is_one_line():
+    result = hook("create")
+    assert result.returncode == 1
+    assert result.stderr == ("nvidia-container-runtime-hook: error: unknown command 'create' "
+                             "(expected prestart, poststart or poststop)\n")
+
+
+def bundle_with(tmp_path, env, root_path="rootfs") -> Path:
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": root_path}, "process": {"env": env}}))
+    return bundle
+
+
+@pytest.mark.parametrize("state, message", [
+    ("not json", "invalid container state"),
+    ({"pid": 1}, "container state has no absolute bundle path (stdin)"),
+    ({"bundle": "relative", "pid": 1}, "no absolute bundle path"),
+    ({"bundle": "/nonexistent-bundle", "pid": 1}, "cannot read the container's config: No such file or directory"),
+])
+def test_bad_state_is_one_line(state, message):
+    result = hook("prestart", state=state)
+    assert result.returncode == 1
+    assert result.stderr.startswith("nvidia-container-runtime-hook: error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_config_json_without_root_path(tmp_path):
+    bundle = bundle_with(tmp_path, [], root_path="")
+    result = hook("prestart", state={"bundle": str(bundle), "pid": 1})
+    assert "container config has no root.path" in result.stderr and result.returncode == 1
+
+
+def test_no_gpu_request_exits_0_without_loading_nvml(tmp_path):
+    """In-process, to see what was imported: no pynvml, no cdi.nvml, no discovery."""
+    bundle = bundle_with(tmp_path, ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void"])
+    code = ("import io, json, sys; sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps("
+            f"{{'bundle': {str(bundle)!r}, 'pid': 1}}).encode())); "
+            "from hook.prestart import main; rc = main(['prestart']); "
+            "print(rc, sorted(m for m in sys.modules if m.startswith(('pynvml', 'cdi.nvml', 'cdi.discover', "
+            "'hook.inject', 'ctypes'))))")
+    result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, cwd=REPO,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+                                 "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "none.toml")})
+    assert result.stdout.strip() == "0 []", result.stderr
+
+
+def test_a_gpu_request_with_no_driver_fails_in_one_line(tmp_path):
+    bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
+    config = tmp_path / "config.toml"
+    config.write_text(f'[nvidia-container-cli]\nroot = "{tmp_path / "missing"}"\n')
+    result = hook("prestart", state={"bundle": str(bundle), "pid": 1},
+                  env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)})
+    assert result.returncode == 1
+    assert result.stderr.startswith("nvidia-container-runtime-hook: error: cannot use driver root: "
+                                    "No such file or directory")
+    assert "nvidia-container-cli.root" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_malformed_config_is_one_line(tmp_path):
+    bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
+    config = tmp_path / "config.toml"
+    config.write_text("disable-require = 'yes'\n")
+    result = hook("-config", str(config), "prestart", state={"bundle": str(bundle), "pid": 1})
+    assert result.returncode == 1
+    assert result.stderr == (f"nvidia-container-runtime-hook: error: disable-require must be a boolean, not str "
+                             f"({config})\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities is only visible as root")
+def test_privileges_after_the_drop():
+    code = ("from hook.prestart import drop_privileges; drop_privileges(); "
+            "print(open('/proc/self/status').read())")
+    status = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, cwd=REPO,
+                            env={"PYTHONPATH": str(REPO)}, check=True).stdout
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    import prctl
+
+    kept = sum(1 << getattr(prctl, "CAP_" + name.upper()) for name in KEPT_CAPABILITIES)
+    for field in ("CapEff", "CapPrm", "CapBnd"):
+        assert int(fields[field], 16) & ~kept == 0, field
+    assert int(fields["CapInh"], 16) == 0
+    assert fields["NoNewPrivs"].strip() == "1"
+    # what the container must never get from us
+    for name in ("CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_MKNOD", "CAP_SETUID", "CAP_NET_RAW"):
+        assert not int(fields["CapBnd"], 16) & (1 << getattr(prctl, name)), name
