@@ -146,6 +146,22 @@ def test_mig_config_and_monitor_for_a_privileged_container(host, tmp_path):
     assert "/dev/nvidia0" not in found
 
 
+def test_legacy_cuda_image_gets_every_gpu_and_its_cuda_requirement(host, tmp_path):
+    # CUDA_VERSION without NVIDIA_REQUIRE_CUDA: an old CUDA image; unset NVIDIA_VISIBLE_DEVICES means all
+    _, inventory = host
+    result = run(host, tmp_path, "runc", ["CUDA_VERSION=12.1.0"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert {"/dev/nvidia0", "/dev/nvidia1"} <= nodes(lines)
+    assert len(smi(lines)) == 2
+
+
+def test_legacy_cuda_image_newer_than_the_driver_is_refused(host, tmp_path):
+    result = run(host, tmp_path, "runc", ["CUDA_VERSION=13.0"], script="echo STARTED")
+    assert result.returncode != 0 and "STARTED" not in result.stdout
+    assert "nvidia-container-runtime-hook: error: unsatisfied condition 'cuda>=13.0'" in result.stderr, result.stderr
+
+
 def test_require_is_skipped_when_disabled(host, tmp_path):
     result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99.0",
                                           "NVIDIA_DISABLE_REQUIRE=true"], script="echo STARTED")
