@@ -1,0 +1,135 @@
+"""The installed file tree of a package, staged under a directory: the Python environment, the
+programs in /usr/bin, configuration, systemd units, the udev rule and the documentation.
+
+deb and rpm differ only in where systemd, udev and the environment file live.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from pkgtools.errors import BuildError, run
+from pkgtools.venv_build import PREFIX, Environment
+
+CONFIG_FILE = "/etc/nvidia-container-runtime/config.toml"
+DOC_DIR = "/usr/share/doc/gpu-container-toolkit"
+CTK = "nvidia-ctk"
+UNITS = ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path")
+UDEV_RULE = "71-nvidia-cdi-refresh.rules"
+LIBEXEC = ("nvidia-cdi-refresh", "gct-package-setup")
+
+
+@dataclass(frozen=True)
+class Flavour:
+    name: str
+    unit_dir: str
+    udev_dir: str
+    environment_file: str
+
+
+# Debian bookworm packages still ship units and rules under /lib (the merged-/usr aliasing rules of dpkg).
+DEB = Flavour("deb", "/lib/systemd/system", "/lib/udev/rules.d", "/etc/default/nvidia-cdi-refresh")
+RPM = Flavour("rpm", "/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/etc/sysconfig/nvidia-cdi-refresh")
+
+
+@dataclass(frozen=True)
+class Staged:
+    root: Path
+    flavour: Flavour
+    conffiles: tuple[str, ...]
+    programs: tuple[str, ...]  # the /usr/bin entries
+
+
+def render(template: Path, values: dict[str, str]) -> str:
+    """template with every @KEY@ replaced; a placeholder without a value is a BuildError."""
+    text = template.read_text()
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    left = sorted(set(re.findall(r"@[A-Z_]+@", text)))
+    if left:
+        raise BuildError(f"no value for {', '.join(left)}", str(template))
+    return text
+
+
+def substitutions(flavour: Flavour) -> dict[str, str]:
+    return {"PREFIX": PREFIX, "ENVIRONMENT_FILE": flavour.environment_file}
+
+
+def _write(root: Path, path: str, text: str | bytes, mode: int) -> None:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, str):
+        target.write_text(text)
+    else:
+        target.write_bytes(text)
+    os.chmod(target, mode)
+
+
+def _normalise_modes(root: Path) -> None:
+    """0755 for directories and executables, 0644 for everything else (umask and pip vary)."""
+    for path in [root, *root.rglob("*")]:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o111:
+            os.chmod(path, 0o755)
+        else:
+            os.chmod(path, 0o644)
+
+
+def debian_changelog_gz(text: str) -> bytes:
+    # mtime 0: the same changelog gives the same bytes (reproducible packages)
+    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+
+
+def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest: Path, copyright_text: str,
+          changelog_text: str) -> Staged:
+    if dest.exists():
+        raise BuildError("the staging directory exists already", str(dest))
+    values = substitutions(flavour)
+    prefix = dest / PREFIX.lstrip("/")
+    prefix.parent.mkdir(parents=True)
+    run(["cp", "-a", str(env.tree), str(prefix)], "copying the Python environment")
+    for name in LIBEXEC:
+        _write(dest, f"{PREFIX}/libexec/{name}", render(packaging / "libexec" / name, values), 0o755)
+
+    programs = tuple(sorted({*env.programs, CTK}))
+    bindir = dest / "usr/bin"
+    bindir.mkdir(parents=True)
+    for name in programs:
+        if not (prefix / "bin" / name).exists():
+            raise BuildError(f"the environment has no {name}", str(prefix / "bin"))
+        # the launcher picks its program by the name /proc/self/exe resolves to: a symlink keeps it
+        os.symlink(os.path.relpath(f"{PREFIX}/bin/{name}", "/usr/bin"), bindir / name)
+
+    _write(dest, CONFIG_FILE, (packaging / "config" / "config.toml").read_text(), 0o644)
+    _write(dest, flavour.environment_file, render(packaging / "default" / "nvidia-cdi-refresh", values), 0o644)
+    for unit in UNITS:
+        _write(dest, f"{flavour.unit_dir}/{unit}", render(packaging / "systemd" / unit, values), 0o644)
+    _write(dest, f"{flavour.udev_dir}/{UDEV_RULE}", render(packaging / "udev" / UDEV_RULE, values), 0o644)
+
+    _write(dest, f"{DOC_DIR}/copyright", copyright_text, 0o644)
+    _write(dest, f"{DOC_DIR}/python-distributions.txt", "\n".join(env.distributions) + "\n", 0o644)
+    _write(dest, f"{DOC_DIR}/packaging.md", (docs / "packaging.md").read_text(), 0o644)
+    if flavour is DEB:
+        _write(dest, f"{DOC_DIR}/changelog.Debian.gz", debian_changelog_gz(changelog_text), 0o644)
+    _normalise_modes(dest)
+    return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file), programs)
+
+
+def tree_size_kib(root: Path) -> int:
+    """Installed-Size as dpkg counts it: KiB per file rounded up, one per directory and symlink."""
+    total = 0
+    for path in root.rglob("*"):
+        st = path.lstat()
+        total += -(-st.st_size // 1024) if stat.S_ISREG(st.st_mode) else 1
+    return total
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    shutil.copytree(src, dest, symlinks=True)

@@ -1,0 +1,68 @@
+"""The .rpm: a spec generated from packaging/rpm/gpu-container-toolkit.spec.in around the staged
+tree, built with rpmbuild (Debian's rpm package works: the spec only copies staged files)."""
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+from pkgtools.errors import BuildError, run
+from pkgtools.layout import CONFIG_FILE, DOC_DIR, Staged, render
+from pkgtools.metadata import DESCRIPTION, RUNTIMES, SUMMARY, ChangelogEntry, rpm_changelog
+from pkgtools.source import Project
+from pkgtools.venv_build import PREFIX
+
+
+def rpm_requires(python: str, library_requires: list[str]) -> list[str]:
+    return [f"({' or '.join(RUNTIMES)})", python, *library_requires]
+
+
+def files_section(staged: Staged) -> str:
+    """Every path the package owns: whole directories it alone owns, single files elsewhere."""
+    lines = [PREFIX, f"%dir {os.path.dirname(CONFIG_FILE)}"]
+    for conffile in staged.conffiles:
+        lines.append(f"%config(noreplace) {conffile}")
+    lines.extend(f"/usr/bin/{name}" for name in staged.programs)
+    for unit_file in sorted((staged.root / staged.flavour.unit_dir.lstrip("/")).iterdir()):
+        lines.append(f"{staged.flavour.unit_dir}/{unit_file.name}")
+    for rule in sorted((staged.root / staged.flavour.udev_dir.lstrip("/")).iterdir()):
+        lines.append(f"{staged.flavour.udev_dir}/{rule.name}")
+    lines.append(f"%dir {DOC_DIR}")
+    for doc in sorted((staged.root / DOC_DIR.lstrip("/")).iterdir()):
+        lines.append(f"%doc {DOC_DIR}/{doc.name}")
+    # everything staged must be listed (rpmbuild only warns about unpackaged files)
+    listed = {line.split(" ")[-1] for line in lines}
+    for path in staged.root.rglob("*"):
+        rel = "/" + str(path.relative_to(staged.root))
+        if not path.is_dir() and not any(rel == p or rel.startswith(p + "/") for p in listed):
+            raise BuildError("a staged file is missing from the rpm %files list", rel)
+    return "\n".join(lines)
+
+
+def build_rpm(staged: Staged, project: Project, version: str, release: str, requires: list[str],
+              changelog: list[ChangelogEntry], packaging: Path, workdir: Path, out_dir: Path) -> Path:
+    topdir = workdir / "rpmbuild"
+    for sub in ("BUILD", "BUILDROOT", "SPECS", "RPMS", "SOURCES"):
+        (topdir / sub).mkdir(parents=True, exist_ok=True)
+    spec = topdir / "SPECS" / f"{project.name}.spec"
+    spec.write_text(render(packaging / "rpm" / f"{project.name}.spec.in", {
+        "NAME": project.name,
+        "VERSION": version,
+        "RELEASE": release,
+        "SUMMARY": SUMMARY,
+        "LICENSE": project.license,
+        "REQUIRES": "\n".join(f"Requires:       {r}" for r in requires),
+        "DESCRIPTION": "\n\n".join(textwrap.fill(p, 76, break_on_hyphens=False) for p in DESCRIPTION),
+        "STAGE": str(staged.root),
+        "PREFIX": PREFIX,
+        "FILES": files_section(staged),
+        "CHANGELOG": rpm_changelog(changelog),
+    }))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = f"{project.name}-{version}-{release}.x86_64.rpm"
+    run(["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {topdir}", "--define", f"_rpmdir {out_dir}",
+         "--define", f"_build_name_fmt {name}", "--define", "_binary_payload w6.xzdio", "--define", "_buildhost localhost", str(spec)], "rpmbuild")
+    target = out_dir / name
+    if not target.is_file():
+        raise BuildError("rpmbuild wrote no package", str(target))
+    return target
