@@ -157,9 +157,6 @@ def test_configure_imports_no_admin_cli_libraries():
     assert done.stdout.strip() == "[]", done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="libcontainer_c batch: unmount(path, if_exists=True) resolves the path "
-                   "with O_DIRECTORY (anchor_exists), so undoing a file bind mount fails with ENOTDIR and the "
-                   "rollback leaves the mounts; remove this mark when fixed")
 def test_a_late_failure_undoes_every_mount(host, rootfs):
     # ldconfig runs after the mounts; a dynamically linked one is refused there, and everything is undone
     done = configure(host, rootfs, "--device=0", "--compute", "--ldconfig=@/bin/false",
