@@ -13,7 +13,7 @@ APT_PACKAGES := gcc make libc6-dev libcap-dev python3-venv python3-dev \
 	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
 	rpm mmdebstrap systemd
 
-.PHONY: all venv demo test test-unit test-e2e bench clean apt
+.PHONY: all venv demo test test-unit test-e2e bench clean apt packages
 
 all: venv
 
@@ -53,6 +53,10 @@ test-e2e: venv
 
 bench: venv
 	$(BIN)/python -m bench
+
+# The wheel, .deb and .rpm in dist/ (docs/packaging.md). Built on Debian's python3, never the one on PATH.
+packages: $(APT_STAMP)
+	/usr/bin/python3 packaging/build_packages.py --out dist
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info libcontainer_c/_native*.so libcontainer_c/_native.c
