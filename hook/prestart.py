@@ -131,7 +131,35 @@ def prestart(config_file: str | None) -> int:
     return 0
 
 
+def _defer_ctypes_util() -> None:
+    """pynvml imports ctypes.util.find_library when it is imported but calls it only on Windows, and
+    ctypes.util imports subprocess, shutil and tempfile (about 7 ms of every GPU container's start). A
+    stand-in module takes its place and loads the real one on first use of anything in it."""
+    if "ctypes.util" in sys.modules:
+        return
+    import types
+
+    stand_in = types.ModuleType("ctypes.util", "stand-in: the real ctypes.util is loaded on first use")
+
+    def real():
+        if sys.modules.get("ctypes.util") is stand_in:
+            del sys.modules["ctypes.util"]
+        import importlib
+
+        return importlib.import_module("ctypes.util")
+
+    def attribute(name):
+        if name.startswith("__"):   # the import system probing __spec__ & co.: not a use
+            raise AttributeError(name)
+        return getattr(real(), name)
+
+    stand_in.find_library = lambda name: real().find_library(name)
+    stand_in.__getattr__ = attribute
+    sys.modules["ctypes.util"] = stand_in
+
+
 def inject_request(request, config, rootfs: str, pid: int) -> None:
+    _defer_ctypes_util()
     from cdi.driver_root import resolve_driver_root
     from cdi.nvml import load_inventory
     from cdi.selection import select_and_check
@@ -158,7 +186,21 @@ def _error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The program (argv None: sys.argv) or, for tests, one call with explicit arguments."""
+    if argv is not None:
+        return run(argv)
+    # A short-lived process on every container start: the cyclic GC only costs time here (imports
+    # allocate much and free little), and so does tearing the interpreter down at exit.
+    import gc
+
+    gc.disable()
+    code = run(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run(argv: list[str]) -> int:
     try:
         command, config_file = parse_argv(argv)
     except UsageError as e:

@@ -135,3 +135,13 @@ def test_privileges_after_the_drop():
     # what the container must never get from us
     for name in ("CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_MKNOD", "CAP_SETUID", "CAP_NET_RAW"):
         assert not int(fields["CapBnd"], 16) & (1 << getattr(prctl, name)), name
+
+
+def test_ctypes_util_stand_in_loads_the_real_module_on_first_use():
+    code = ("import sys; from hook.prestart import _defer_ctypes_util; _defer_ctypes_util(); "
+            "import pynvml; before = 'subprocess' in sys.modules; "
+            "from ctypes.util import find_library; lib = find_library('c'); "
+            "import ctypes.util; print(before, lib, ctypes.util.__name__, 'subprocess' in sys.modules)")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],
+                         capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
+    assert out == ["False", "libc.so.6", "ctypes.util", "True"]
