@@ -1,0 +1,506 @@
+"""The packages (issue 9): `packaging/build_packages.py` builds a wheel, a .deb and an .rpm once per
+module; then
+- the wheel installs into a fresh venv on Debian's python3 and its programs run (the C sources the
+  launcher and the simulator compile are in it);
+- the .deb and .rpm hold the expected files with sane modes, metadata, conffiles and scripts, and no
+  path of the build machine; the systemd units pass `systemd-analyze verify`;
+- the .deb installs with apt into a fresh Debian root (mmdebstrap minbase, nothing else), its
+  programs run there, post-install writes the CDI spec when a driver is present and says so when
+  not, removal leaves only the conffiles, purge leaves nothing;
+- installed on this machine inside a private mount namespace (overlays over /usr, /etc, /var and
+  /run, so the host is not changed), and with only what it installed, a private dockerd gives
+  `docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=1` and `docker run --gpus 1` their GPU of a
+  simulated host; removing the package leaves nothing but the conffiles.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.engines import DOCKER_CLIENT, Daemon, _spawn, _wait_for, busybox_image_tar, docker, stop_daemon
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGING = REPO / "packaging"
+sys.path.insert(0, str(PACKAGING))
+from pkgtools import checks  # noqa: E402
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+PREFIX = "/usr/lib/gpu-container-toolkit"
+PROGRAMS = ("nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
+            "nvidia-container-runtime-hook", "nvidia-cdi-hook", "nvidia-container-cli", "nvidia-ctk")
+CONFFILES_DEB = ("/etc/nvidia-container-runtime/config.toml", "/etc/default/nvidia-cdi-refresh")
+CONFFILES_RPM = ("/etc/nvidia-container-runtime/config.toml", "/etc/sysconfig/nvidia-cdi-refresh")
+# pip's cache for the package builds of this machine's test runs (wheels built by Debian's python only)
+PIP_CACHE = Path(tempfile.gettempdir()) / "gct-packages-pip-cache"
+CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def sh(argv: list[str], timeout: float = 300, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(argv[:6])} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def _need_root_and(*programs: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("building and installing packages needs root")
+    missing = [p for p in programs if not shutil.which(p)]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Build the wheel, .deb and .rpm once: {"wheel", "deb", "rpm", "work": the kept work dir}."""
+    _need_root_and("gcc", "dpkg-deb", "rpmbuild", "unshare", "objdump")
+    if not os.path.exists(SYSTEM_PYTHON):
+        pytest.skip("Debian's python3 is not installed")
+    base = tmp_path_factory.mktemp("packages")
+    out, work = base / "out", base / "work"
+    done = sh([SYSTEM_PYTHON, str(PACKAGING / "build_packages.py"), "--out", str(out), "--work", str(work),
+               "--pip-cache", str(PIP_CACHE)], timeout=600)
+    assert "built" in done.stdout, done.stdout
+    found = {"wheel": list(out.glob("*.whl")), "deb": list(out.glob("*.deb")), "rpm": list(out.glob("*.rpm"))}
+    assert all(len(v) == 1 for v in found.values()), found
+    yield {**{k: v[0] for k, v in found.items()}, "work": work}
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def deb_tree(built, tmp_path_factory):
+    root = tmp_path_factory.mktemp("deb-tree")
+    sh(["dpkg-deb", "-x", str(built["deb"]), str(root)])
+    return root
+
+
+def leak_needles(built) -> list[str]:
+    return [str(built["work"]), str(REPO), str(PIP_CACHE), "/.pyenv/"]
+
+
+# --- the default config (no build needed) ---------------------------------------------------------
+
+def test_default_config_lists_every_key_commented_with_its_default():
+    from dataclasses import MISSING, fields, replace
+
+    from cdi.config import Config, parse_config
+
+    text = (PACKAGING / "config" / "config.toml").read_text()
+    # as shipped: every key commented, so the file means the built-in defaults
+    assert replace(parse_config(text, "shipped"), source=None) == Config()
+    assert not re.search(r"(?m)^[a-z]", text.replace("[", "#")), "a key is not commented out"
+    # uncommented: every line parses, and each value is the default
+    uncommented = re.sub(r"(?m)^#([a-z0-9-]+ = )", r"\1", text)
+    assert replace(parse_config(uncommented, "uncommented"), source=None) == Config()
+
+    # every key the configuration knows is in the file
+    def keys(cls, prefix=""):
+        for f in fields(cls):
+            name = f.metadata.get("toml")
+            if not name or name == "features":
+                continue
+            default = f.default if f.default_factory is MISSING else f.default_factory()
+            if hasattr(default, "__dataclass_fields__"):
+                yield from keys(type(default), f"{prefix}{name}.")
+            else:
+                yield prefix, name
+
+    from cdi.config import FEATURES
+    tables = re.findall(r"(?m)^\[([^\]]+)\]$", text)
+    for prefix, name in keys(Config):
+        section = prefix.rstrip(".")
+        if section:
+            assert section in tables or section.rsplit(".", 1)[0] in tables, section
+        assert re.search(rf"(?m)^#{re.escape(name)} = ", text), f"{prefix}{name} missing"
+    for feature in FEATURES:
+        assert f"#{feature} = false" in text
+
+
+# --- the wheel ------------------------------------------------------------------------------------
+
+def test_wheel_installs_into_a_fresh_venv_and_its_programs_run(built, tmp_path):
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        names = "\n".join(wheel.namelist())
+    for member in ("libcontainer_c/launcher.c", "libcontainer_c/runtime_passthrough.c", "simulator/csrc/nvml_sim.c",
+                   "simulator/csrc/nvml_api.h", "cdi/schema.json"):
+        assert member in names, member
+    assert re.search(r"libcontainer_c/_native\.[\w.-]*so", names), "the compiled cffi module is not in the wheel"
+
+    venv = tmp_path / "venv"
+    sh([SYSTEM_PYTHON, "-m", "venv", str(venv)])
+    env = {"PATH": CLEAN_PATH, "HOME": os.environ.get("HOME", "/root"), "PIP_CACHE_DIR": str(PIP_CACHE),
+           **{k: v for k, v in os.environ.items() if k.startswith("PIP_") and k != "PIP_CACHE_DIR"}}
+    sh([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", str(built["wheel"])], env=env)
+    version = sh([str(venv / "bin/nvidia-ctk"), "--version"], env=env)
+    assert "0.1.0" in version.stdout
+    installed = sh([str(venv / "bin/python"), "-m", "libcontainer_c.install_launchers", str(venv / "bin")], cwd="/")
+    assert "nvidia-cdi-hook" in installed.stdout
+    # a launcher-started program, from the wheel's installation (not the checkout)
+    probe = sh([str(venv / "bin/gct-launcher-probe")], env={"PATH": CLEAN_PATH})
+    assert str(venv) in probe.stdout and str(REPO) not in probe.stdout
+    # the simulator compiles its C sources from the installed wheel
+    host = tmp_path / "host"
+    sh([str(venv / "bin/nvidia-ctk"), "simulate", "create", "--gpus", "1", str(host)], env=env, cwd="/")
+    info = sh([str(venv / "bin/nvidia-ctk"), "info", "--driver-root", str(host), "--format", "json"], env=env)
+    assert "550.54.15" in info.stdout
+
+
+# --- the .deb and .rpm contents -------------------------------------------------------------------
+
+def _deb_field(built, name: str) -> str:
+    return sh(["dpkg-deb", "-f", str(built["deb"]), name]).stdout.strip()
+
+
+def test_deb_metadata_conffiles_and_scripts(built, tmp_path):
+    assert _deb_field(built, "Package") == "gpu-container-toolkit"
+    assert _deb_field(built, "Version") == "0.1.0-1"
+    assert _deb_field(built, "Architecture") == "amd64"
+    depends = [d.strip() for d in _deb_field(built, "Depends").split(",")]
+    assert "runc | crun" in depends
+    assert any(re.fullmatch(r"python3\.\d+", d) for d in depends), depends
+    assert any(d.startswith("libcap2 ") for d in depends), depends  # python-prctl links libcap.so.2
+    assert any(d.startswith("libc6 (>= ") for d in depends), depends
+    assert "nvidia-container-toolkit" in _deb_field(built, "Conflicts")
+    assert _deb_field(built, "Description").startswith("run containers with NVIDIA GPUs")
+    control = tmp_path / "control"
+    sh(["dpkg-deb", "-e", str(built["deb"]), str(control)])
+    assert (control / "conffiles").read_text().split() == list(CONFFILES_DEB)
+    for script in ("postinst", "prerm", "postrm"):
+        path = control / script
+        assert path.stat().st_mode & 0o777 == 0o755, script
+        sh(["sh", "-n", str(path)])
+    # md5sums cover every regular file of the payload
+    listed = {line.split("  ", 1)[1] for line in (control / "md5sums").read_text().splitlines()}
+    assert f"{PREFIX[1:]}/bin/nvidia-container-runtime" in listed
+    assert "etc/nvidia-container-runtime/config.toml" in listed
+
+
+def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
+    for program in PROGRAMS:
+        link = deb_tree / "usr/bin" / program
+        assert link.is_symlink(), program
+        assert os.path.normpath(link.parent / os.readlink(link)) == str(deb_tree) + f"{PREFIX}/bin/{program}"
+    for name in ("nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-container-cli", "nvidia-cdi-hook"):
+        data = (deb_tree / PREFIX[1:] / "bin" / name).read_bytes()
+        assert data[:4] == b"\x7fELF"
+        # the baked paths are the installed ones
+        assert f"{PREFIX}/bin/python".encode() in data
+        assert f"{PREFIX}/lib/python3.".encode() in data
+    assert not (deb_tree / PREFIX[1:] / "bin/gct-launcher-probe").exists()
+    assert not (deb_tree / PREFIX[1:] / "bin/pip").exists()
+    assert (deb_tree / PREFIX[1:] / "bin/nvidia-ctk").read_text().startswith(f"#!{PREFIX}/bin/python")
+    pyvenv = (deb_tree / PREFIX[1:] / "pyvenv.cfg").read_text()
+    assert "home = /usr/bin" in pyvenv and f"-m venv {PREFIX}" in pyvenv
+    assert os.readlink(deb_tree / PREFIX[1:] / "bin/python3") == "python3.11" or \
+        os.readlink(deb_tree / PREFIX[1:] / "bin/python3").startswith("python3.")
+    assert not list(deb_tree.rglob("__pycache__")), "bytecode is compiled at install time, not shipped"
+    for path in ("lib/systemd/system/nvidia-cdi-refresh.service", "lib/systemd/system/nvidia-cdi-refresh.path",
+                 "lib/udev/rules.d/71-nvidia-cdi-refresh.rules", "usr/share/doc/gpu-container-toolkit/copyright",
+                 "usr/share/doc/gpu-container-toolkit/changelog.Debian.gz", *(c[1:] for c in CONFFILES_DEB)):
+        assert (deb_tree / path).is_file(), path
+    changelog = gzip.decompress((deb_tree / "usr/share/doc/gpu-container-toolkit/changelog.Debian.gz").read_bytes())
+    assert changelog.decode().startswith("gpu-container-toolkit (0.1.0-1) ")
+    assert checks.all_problems(deb_tree, leak_needles(built)) == []
+    # nothing refers to the placeholders of the templates
+    for path in deb_tree.rglob("*"):
+        if path.is_file() and path.suffix not in (".so", ".gz") and path.stat().st_size < 200_000:
+            assert "@PREFIX@" not in path.read_text(errors="replace"), path
+
+
+def test_the_checks_catch_what_they_look_for(tmp_path):
+    """The sanity checks the build and the tests rely on report a leak, a bad mode and a bad link."""
+    tree = tmp_path / "tree"
+    (tree / "usr/bin").mkdir(parents=True)
+    (tree / "usr/bin/tool").write_text(f"#!/bin/sh\n# built in {tmp_path}\n")
+    os.chmod(tree / "usr/bin/tool", 0o775)
+    os.symlink("/etc/passwd", tree / "usr/bin/escape")
+    problems = checks.all_problems(tree, [str(tmp_path)])
+    assert any("contains" in p for p in problems)
+    assert any("0775" in p for p in problems)
+    assert any("absolute symlink" in p for p in problems)
+
+
+def test_rpm_lists_the_expected_files_and_metadata(built):
+    rpm = str(built["rpm"])
+    files = sh(["rpm", "-qlp", rpm]).stdout.split()
+    for program in PROGRAMS:
+        assert f"/usr/bin/{program}" in files and f"{PREFIX}/bin/{program}" in files, program
+    for path in (*CONFFILES_RPM, "/usr/lib/systemd/system/nvidia-cdi-refresh.service",
+                 "/usr/lib/systemd/system/nvidia-cdi-refresh.path", "/usr/lib/udev/rules.d/71-nvidia-cdi-refresh.rules",
+                 f"{PREFIX}/libexec/nvidia-cdi-refresh", f"{PREFIX}/pyvenv.cfg",
+                 f"{PREFIX}/lib/python3.11/site-packages/libcontainer_c/_native.abi3.so"):
+        assert path in files, path
+    assert not any("__pycache__" in f for f in files)
+    assert sorted(sh(["rpm", "-qcp", rpm]).stdout.split()) == sorted(CONFFILES_RPM)
+    requires = sh(["rpm", "-qpR", rpm]).stdout.splitlines()
+    assert "(runc or crun)" in requires and "/usr/bin/python3.11" in requires
+    assert "libcap.so.2()(64bit)" in requires
+    info = sh(["rpm", "-qp", "--queryformat", "%{NAME} %{VERSION} %{RELEASE} %{LICENSE} %{BUILDHOST}\\n", rpm])
+    assert info.stdout.split() == ["gpu-container-toolkit", "0.1.0", "1", "Apache-2.0", "localhost"]
+    assert "First release" in sh(["rpm", "-qp", "--changelog", rpm]).stdout
+    scripts = sh(["rpm", "-qp", "--scripts", rpm]).stdout
+    assert "gct-package-setup configure" in scripts and "gct-package-setup unconfigure" in scripts
+    for needle in leak_needles(built):
+        assert needle not in scripts
+    dump = sh(["rpm", "-qp", "--dump", rpm]).stdout.splitlines()
+    modes = {line.split()[0]: line.split()[4] for line in dump}
+    assert modes[f"{PREFIX}/bin/nvidia-container-runtime"] == "0100755"
+    assert modes["/etc/nvidia-container-runtime/config.toml"] == "0100644"
+
+
+def test_systemd_units_verify_and_the_udev_rule_is_well_formed(deb_tree, tmp_path):
+    _need_root_and("systemd-analyze")
+    root = tmp_path / "root"
+    shutil.copytree(deb_tree, root, symlinks=True)
+    # the units they order against (sysinit.target, ...) come from the systemd installed here
+    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True, dirs_exist_ok=True)
+    units = ["lib/systemd/system/nvidia-cdi-refresh.service", "lib/systemd/system/nvidia-cdi-refresh.path"]
+    done = sh(["systemd-analyze", "verify", f"--root={root}", *units], check=False, cwd=root)
+    assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
+    # the same check fails for a unit whose program is missing (so it can fail)
+    (root / "lib/systemd/system/nvidia-cdi-refresh.service").write_text(
+        (root / units[0]).read_text().replace("libexec/nvidia-cdi-refresh", "libexec/missing"))
+    assert sh(["systemd-analyze", "verify", f"--root={root}", units[0]], check=False, cwd=root).returncode != 0
+
+    service = (deb_tree / units[0]).read_text()
+    assert "EnvironmentFile=-/etc/default/nvidia-cdi-refresh" in service
+    assert f"ExecStart={PREFIX}/libexec/nvidia-cdi-refresh" in service
+    assert "PathChanged=/lib/modules/%v/modules.dep" in (deb_tree / units[1]).read_text()
+    rule_lines = [line for line in (deb_tree / "lib/udev/rules.d/71-nvidia-cdi-refresh.rules").read_text().splitlines()
+                  if line.strip() and not line.startswith("#")]
+    assert rule_lines
+    token = re.compile(r'^[A-Z_]+(\{[A-Za-z_]+\})?(==|!=|\+=|=)"[^"]*"$')
+    for line in rule_lines:
+        parts = [p.strip() for p in line.split(", ")]
+        assert all(token.match(p) for p in parts), line
+        assert 'SYSTEMD_WANTS}+="nvidia-cdi-refresh.service"' in line or "start nvidia-cdi-refresh.service" in line
+    assert any('SUBSYSTEM=="module"' in l and 'KERNEL=="nvidia"' in l and 'ACTION=="add"' in l for l in rule_lines)
+
+
+# --- a fresh Debian root --------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def bookworm_base(tmp_path_factory):
+    """A minbase bookworm tarball (mmdebstrap with this host's apt sources), made once per session."""
+    _need_root_and("mmdebstrap", "unshare", "chroot")
+    tar = tmp_path_factory.mktemp("bookworm") / "minbase.tar"
+    done = sh(["mmdebstrap", "--variant=minbase", "--quiet", "--skip=cleanup/apt/lists", "bookworm", str(tar)],
+              check=False, timeout=600)
+    if done.returncode != 0:
+        pytest.skip(f"mmdebstrap could not make a Debian root here: {done.stderr.strip().splitlines()[-1:]}")
+    return tar
+
+
+class Chroot:
+    """A Debian root in a temp dir; commands run chrooted in a private mount namespace with /proc and
+    /dev, so nothing is mounted on the host once they end."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def run(self, script: str, env: dict[str, str] | None = None, check: bool = True,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+        wrapper = ('set -e; r="$1"; shift; mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"; '
+                   'exec chroot "$r" /bin/sh -c "$@"')
+        base_env = {"PATH": CLEAN_PATH, "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root"}
+        return sh(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrapper, "sh", str(self.root),
+                   script], env={**base_env, **(env or {})}, check=check, timeout=timeout)
+
+    def files(self) -> dict[str, str]:
+        """path -> kind of everything in the root but the package manager's own records and caches."""
+        skip = ("/proc/", "/dev/", "/tmp/", "/var/lib/dpkg/", "/var/lib/apt/", "/var/cache/", "/var/log/",
+                "/srv/")
+        found = {}
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            for name in dirnames + filenames:
+                path = Path(dirpath, name)
+                rel = "/" + str(path.relative_to(self.root))
+                if rel.startswith(skip) or rel + "/" in skip:
+                    continue
+                found[rel] = "link" if path.is_symlink() else "dir" if path.is_dir() else "file"
+        return found
+
+
+def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_base, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    sh(["tar", "-C", str(root), "-xf", str(bookworm_base)])
+    shutil.copy2("/etc/resolv.conf", root / "etc/resolv.conf")
+    deb = root / "tmp" / built["deb"].name
+    shutil.copy2(built["deb"], deb)
+    box = Chroot(root)
+
+    # 1. apt resolves exactly what the package declares; without a driver, post-install says so
+    installed = box.run(f"apt-get install -y -q --no-install-recommends /tmp/{deb.name}", timeout=600)
+    assert "no NVIDIA driver found; no CDI spec written (/var/run/cdi/nvidia.yaml)" in installed.stdout
+    assert not (root / "run/cdi/nvidia.yaml").exists()
+    # the programs run with only what the package and its dependencies installed
+    assert "0.1.0" in box.run("nvidia-ctk --version").stdout
+    assert box.run("nvidia-container-cli --version").returncode == 0
+    assert list((root / PREFIX[1:]).rglob("__pycache__")), "post-install compiles the bytecode"
+    cdi_hook = box.run("nvidia-cdi-hook --help", check=False)
+    assert "cannot execute" not in cdi_hook.stderr and "No module named" not in cdi_hook.stderr, cdi_hook.stderr
+    box.run("dpkg --purge gpu-container-toolkit")
+
+    # 2. a host with systemd (units get enabled) and a driver: the simulated one, made with gcc outside
+    box.run("apt-get install -y -q --no-install-recommends systemd", timeout=600)
+    sim = root / "srv/sim"
+    sh([str(Path(sys.executable).parent / "nvidia-ctk"), "simulate", "create", "--gpus", "2", str(sim)], cwd="/")
+    before = box.files()
+    installed = box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    assert "wrote the CDI spec /var/run/cdi/nvidia.yaml" in installed.stdout, installed.stdout
+    spec = (root / "run/cdi/nvidia.yaml").read_text()
+    assert "nvidia.com/gpu" in spec and "name: \"1\"" in spec.replace("'", '"')
+    assert (root / "etc/systemd/system/multi-user.target.wants/nvidia-cdi-refresh.path").is_symlink()
+    listed = box.run("nvidia-ctk cdi list", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    assert "nvidia.com/gpu=1" in listed.stdout + listed.stderr
+    # the refresh program: a driver gone removes the stale spec
+    gone = box.run(f"{PREFIX}/libexec/nvidia-cdi-refresh")
+    assert "no NVIDIA driver found; removed the CDI spec" in gone.stdout
+    assert not (root / "run/cdi/nvidia.yaml").exists()
+    box.run(f"{PREFIX}/libexec/nvidia-cdi-refresh", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    # what a container start would leave at run time: runtime caches, bytecode written by root
+    (root / "run/nvidia-container-toolkit").mkdir(parents=True, exist_ok=True)
+    (root / "run/nvidia-container-toolkit/cdi-validated.json").write_text("{}")
+    stray = root / PREFIX[1:] / "lib/python3.11/site-packages/cdi/__pycache__/stray.cpython-311.pyc"
+    stray.write_bytes(b"")
+    box.run("echo '# edited' >> /etc/nvidia-container-runtime/config.toml")
+
+    # 3. remove: nothing of the package is left but its conffiles
+    box.run("dpkg -r gpu-container-toolkit")
+    after = box.files()
+    assert {p: k for p, k in after.items() if p not in before} == {c: "file" for c in CONFFILES_DEB}
+    assert [p for p in before if p not in after] == []
+    assert not (root / "run/cdi/nvidia.yaml").exists()
+    assert not (root / "run/nvidia-container-toolkit").exists()
+    assert not (root / "etc/systemd/system/multi-user.target.wants/nvidia-cdi-refresh.path").exists()
+    assert "# edited" in (root / "etc/nvidia-container-runtime/config.toml").read_text()
+
+    # 4. purge: nothing at all
+    box.run("dpkg --purge gpu-container-toolkit")
+    after = box.files()
+    assert {p: k for p, k in after.items() if p not in before} == {}
+    assert [p for p in before if p not in after] == []
+
+
+# --- docker on this machine, in a private mount namespace -----------------------------------------
+
+class OverlayHost:
+    """This machine with /usr, /etc, /var and /run overlaid (upper layers in a temp dir), held by a
+    sleeping process in a private mount namespace; `run` executes there. The host sees none of it."""
+
+    DIRS = ("usr", "etc", "var", "run")
+
+    def __init__(self, base: Path):
+        self.base = base
+        mounts = "; ".join(
+            f"mkdir -p {base}/{d}-upper {base}/{d}-work && mount -t overlay overlay -o "
+            f"lowerdir=/{d},upperdir={base}/{d}-upper,workdir={base}/{d}-work /{d}" for d in self.DIRS)
+        self.holder = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             f"set -e; {mounts}; echo ready; exec sleep 3600"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        line = self.holder.stdout.readline()
+        if line.strip() != "ready":
+            self.holder.kill()
+            raise AssertionError(f"cannot set up the overlays: {self.holder.stderr.read()}")
+
+    def prefix(self) -> list[str]:
+        return ["nsenter", f"--target={self.holder.pid}", "--mount", "--"]
+
+    def run(self, argv: list[str], env: dict[str, str] | None = None, check: bool = True,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+        return sh(self.prefix() + argv, env={"PATH": CLEAN_PATH, "LANG": "C.UTF-8", **(env or {})},
+                  check=check, timeout=timeout)
+
+    def changed(self, d: str) -> list[str]:
+        upper = self.base / f"{d}-upper"
+        return sorted("/" + d + "/" + str(p.relative_to(upper)) for p in upper.rglob("*"))
+
+    def close(self) -> None:
+        self.holder.kill()
+        self.holder.wait()
+
+
+def installed_modules(tree: Path) -> set[str]:
+    site = next((tree / PREFIX[1:] / "lib").glob("python3.*/site-packages"))
+    return {str(p.relative_to(site)) for p in site.rglob("*.py")}
+
+
+def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tree):
+    _need_root_and("dockerd", "containerd", "runc", "nsenter", "dpkg")
+    modules = installed_modules(deb_tree)
+    missing = [m for m in ("runtime_shim/main.py", "hook/prestart.py") if m not in modules]
+    if missing:
+        pytest.skip(f"the package has no {', '.join(missing)} yet (the runtime shim and prestart hook issues)")
+    base = Path(tempfile.mkdtemp(prefix="gct-pkg-", dir="/tmp"))
+    host = OverlayHost(base / "ovl")
+    daemon: Daemon | None = None
+    try:
+        deb = base / built["deb"].name
+        shutil.copy2(built["deb"], deb)
+        done = host.run(["dpkg", "-i", str(deb)])
+        assert "no NVIDIA driver found" in done.stdout
+        host.run(["nvidia-ctk", "simulate", "create", "--gpus", "2", str(base / "sim")])
+        sim = json.loads((base / "sim/.nvidia-simulated-host.json").read_text())
+        config = base / "config.toml"
+        config.write_text(f'[nvidia-container-cli]\nroot = "{base / "sim"}"\n')
+        daemon_json = base / "daemon.json"
+        host.run(["nvidia-ctk", "runtime", "configure", "--runtime=docker", f"--config={daemon_json}"])
+        assert json.loads(daemon_json.read_text())["runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
+
+        workdir = base / "d"
+        workdir.mkdir()
+        (workdir / "data").mkdir()
+        (workdir / "exec").mkdir()
+        socket = workdir / "docker.sock"
+        argv = host.prefix() + [
+            "env", "-i", f"PATH={CLEAN_PATH}", f"NVIDIA_CTK_CONFIG_FILE_PATH={config}",
+            "dockerd", "--data-root", str(workdir / "data"), "--exec-root", str(workdir / "exec"),
+            "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}", "--iptables=false",
+            "--ip6tables=false", "--bridge=none", "--config-file", str(daemon_json)]
+        daemon = _spawn("dockerd", argv, workdir, socket, [workdir / "data", workdir / "exec"])
+        _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,
+                  daemon, "its API answered")
+        docker(daemon, "import", str(busybox_image_tar(base)), "gct-busybox")
+        probe = "ls /dev/nvidia0 /dev/nvidia1 2>/dev/null; nvidia-smi -L"
+        gpus = sim["inventory"]["gpus"]
+
+        by_env = docker(daemon, "run", "--rm", "--runtime=nvidia", "-e", "NVIDIA_VISIBLE_DEVICES=1", "gct-busybox",
+                        "sh", "-c", probe)
+        assert "/dev/nvidia1" in by_env.stdout and "/dev/nvidia0" not in by_env.stdout, by_env.stdout
+        assert f"(UUID: {gpus[1]['uuid']})" in by_env.stdout, by_env.stdout
+
+        by_gpus = docker(daemon, "run", "--rm", "--gpus", "1", "gct-busybox", "sh", "-c", probe)
+        assert "/dev/nvidia0" in by_gpus.stdout and "/dev/nvidia1" not in by_gpus.stdout, by_gpus.stdout
+        assert f"(UUID: {gpus[0]['uuid']})" in by_gpus.stdout, by_gpus.stdout
+
+        stop_daemon(daemon)
+        daemon = None
+        host.run(["dpkg", "-r", "gpu-container-toolkit"])
+        # what dockerd and dpkg keep for themselves is not the package's
+        theirs = ("/var/lib/dpkg", "/var/log", "/var/cache", "/etc/docker", "/var/lib/docker", "/run/docker",
+                  "/run/containerd", "/var/lib/containerd")
+        left = [p for d in OverlayHost.DIRS for p in host.changed(d) if not p.startswith(theirs)]
+        # /etc keeps the conffiles (and their directories); nothing else of the package anywhere
+        assert sorted(p for p in left if not p.endswith(("/etc/default", "/etc/nvidia-container-runtime"))) == \
+            sorted(CONFFILES_DEB), left
+    finally:
+        if daemon is not None:
+            stop_daemon(daemon)
+        host.close()
+        time.sleep(0.2)
+        subprocess.run(["rm", "-rf", str(base)])
