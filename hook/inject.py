@@ -332,15 +332,24 @@ def _container_cgroup(target: Target) -> tuple[str, str]:
         raise InjectionError(f"cannot find the container's cgroup: {e.strerror}", e.filename) from None
 
 
-def _allow_devices(plan: InjectionPlan, target: Target) -> tuple[str, str]:
-    from libcontainer_c.device_cgroup import allow_devices, allow_devices_v2, find_devices_hierarchy
+def _allow_devices(plan: InjectionPlan, target: Target) -> tuple[str, str] | None:
+    """Allow the plan's nodes in the container's device cgroup. None when there is nothing to widen:
+    the root cgroup (it restricts nothing, and a program there would judge every process of the
+    host), or a v2 cgroup without a device program of its own (what its ancestors allow is not ours
+    to change, and a program of ours would only deny more)."""
+    from libcontainer_c.device_cgroup import (allow_devices, allow_devices_v2, device_programs_attached,
+                                              find_devices_hierarchy)
     from libcontainer_c.errors import ContainerFsError
 
     version, path = _container_cgroup(target)
+    if path.strip("/") == "":
+        return None
     rules = plan.device_rules()
     try:
         if version == "v1":
             allow_devices(path, rules, hierarchy=find_devices_hierarchy())
+        elif device_programs_attached(path) == 0:
+            return None
         else:
             allow_devices_v2(path, rules)
     except ContainerFsError as e:

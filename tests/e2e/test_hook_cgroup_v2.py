@@ -123,3 +123,30 @@ def test_replacement_program_allows_the_injected_nodes_and_keeps_the_runtime_rul
     assert by_name["gpu1"] == errno.EPERM                                      # not injected: denied
     assert by_name["null"] == 0 and by_name["zero"] == 0                       # the runtime's rules hold
     assert by_name["random"] == errno.EPERM                                    # and its denials too
+
+
+def test_a_cgroup_without_a_device_program_is_left_alone(cgroup, tmp_path):
+    """Nothing to widen: a program of ours would only deny more (every device but the GPUs)."""
+    require_root_and("unshare", "gcc")
+    from libcontainer_c.device_cgroup import device_programs_attached
+
+    hierarchy, path = cgroup
+    host = tmp_path / "host"
+    make_simulated_host(host, gpus=1, mig=None)
+    (tmp_path / "rootfs/dev").mkdir(parents=True)
+    container = _container(hierarchy + path)
+    try:
+        script = (
+            "from cdi.nvml import load_inventory; from cdi.selection import Selection; "
+            "from hook.inject import Target, inject, plan_injection; "
+            f"inv = load_inventory({str(host)!r}); "
+            f"plan = plan_injection({str(host)!r}, inv, Selection(gpus=inv.gpus), {{'utility'}}, proc_view=False); "
+            "plan.update_ldcache = False; "
+            f"print(inject(plan, Target({str(tmp_path / 'rootfs')!r}, {container.pid}, cgroup=('v2', {path!r}))).cgroup)")
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "None"
+        assert device_programs_attached(path, hierarchy) == 0
+    finally:
+        container.stdin.close()
+        container.wait(timeout=10)
