@@ -47,9 +47,11 @@ def require_root_and(*programs: str) -> None:
         pytest.skip("nvidia-container-runtime-hook launcher not installed (run `make venv`)")
 
 
-def make_simulated_host(path: Path, gpus: int = 2, mig: str | None = "1=1g.5gb,1g.5gb") -> dict:
+def make_simulated_host(path: Path, gpus: int = 2, mig: str | None = "1=1g.5gb,1g.5gb",
+                        imex_channels: int = 0) -> dict:
     """A simulated host at path; returns its inventory (from the marker file)."""
-    argv = [str(NVIDIA_CTK), "simulate", "create", str(path), "--gpus", str(gpus)]
+    argv = [str(NVIDIA_CTK), "simulate", "create", str(path), "--gpus", str(gpus),
+            "--imex-channels", str(imex_channels)]
     if mig:
         argv += ["--mig", mig]
     subprocess.run(argv, check=True, capture_output=True)

@@ -30,7 +30,7 @@ def host(tmp_path_factory):
     require_root_and("runc", "crun", "gcc")
     ensure_hugetlb_on_v1()
     work = tmp_path_factory.mktemp("hook-host")
-    inventory = make_simulated_host(work / "host")
+    inventory = make_simulated_host(work / "host", imex_channels=4)
     yield work / "host", inventory
     shutil.rmtree(work, ignore_errors=True)
 
@@ -160,6 +160,23 @@ def test_legacy_cuda_image_newer_than_the_driver_is_refused(host, tmp_path):
     result = run(host, tmp_path, "runc", ["CUDA_VERSION=13.0"], script="echo STARTED")
     assert result.returncode != 0 and "STARTED" not in result.stdout
     assert "nvidia-container-runtime-hook: error: unsatisfied condition 'cuda>=13.0'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_imex_channels(host, tmp_path, runtime):
+    script = PROBE + "; (exec 3<>/dev/nvidia-caps-imex-channels/channel1) 2>&1 | sed 's/^/imex1 /'"
+    result = run(host, tmp_path, runtime, ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=1,3"], script=script)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    imex = {n for n in nodes(lines) if "imex" in n}
+    assert imex == {"/dev/nvidia-caps-imex-channels/channel1", "/dev/nvidia-caps-imex-channels/channel3"}
+    assert any(line.startswith("imex1 ") and ENXIO in line for line in lines), lines   # allowed by the cgroup
+
+
+def test_imex_channel_that_does_not_exist_is_refused(host, tmp_path):
+    result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=9"], script="echo STARTED")
+    assert result.returncode != 0 and "STARTED" not in result.stdout
+    assert "nvidia-container-runtime-hook: error: device node of the IMEX channel 9 does not exist" in result.stderr
 
 
 def test_require_is_skipped_when_disabled(host, tmp_path):
