@@ -382,7 +382,8 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     # 3. remove: nothing of the package is left but its conffiles
     box.run("dpkg -r gpu-container-toolkit")
     after = box.files()
-    assert {p: k for p, k in after.items() if p not in before} == {c: "file" for c in CONFFILES_DEB}
+    assert {p: k for p, k in after.items() if p not in before} == \
+        {**{c: "file" for c in CONFFILES_DEB}, "/etc/nvidia-container-runtime": "dir"}
     assert [p for p in before if p not in after] == []
     assert not (root / "run/cdi/nvidia.yaml").exists()
     assert not (root / "run/nvidia-container-toolkit").exists()
