@@ -28,12 +28,12 @@ import sys
 PROG = "nvidia-container-runtime-hook"
 MAX_CONFIG = 16 << 20
 
-# What injection needs: mounts and setns (SYS_ADMIN), reading /proc/<pid>/ns of the runtime's
-# non-dumpable init (SYS_PTRACE), walking image directories of any owner (DAC_*, FOWNER), the
-# ldconfig sandbox (SYS_CHROOT, SETPCAP to empty its bounding set, KILL for its timeout), the cgroup
-# v2 device program (BPF, PERFMON, NET_ADMIN), and lowering rlimits for the sandbox (SYS_RESOURCE).
-KEPT_CAPABILITIES = ("sys_admin", "sys_ptrace", "dac_override", "dac_read_search", "fowner", "sys_chroot",
-                     "setpcap", "kill", "bpf", "perfmon", "net_admin", "sys_resource")
+# What injection needs: mounts, setns and cgroup device programs (SYS_ADMIN, BPF), reading
+# /proc/<pid>/ns of the runtime's non-dumpable init (SYS_PTRACE), walking and writing image
+# directories of any owner (DAC_*, FOWNER), and the ldconfig sandbox (SYS_CHROOT, SETPCAP to empty
+# its bounding set). Lowering rlimits and killing our own children need nothing.
+KEPT_CAPABILITIES = ("sys_admin", "bpf", "sys_ptrace", "dac_override", "dac_read_search", "fowner",
+                     "sys_chroot", "setpcap")
 
 
 class UsageError(Exception):
