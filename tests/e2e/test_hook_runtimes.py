@@ -179,6 +179,24 @@ def test_imex_channel_that_does_not_exist_is_refused(host, tmp_path):
     assert "nvidia-container-runtime-hook: error: device node of the IMEX channel 9 does not exist" in result.stderr
 
 
+def test_device_plugin_volume_mounts_select_the_gpu_when_enabled(host, tmp_path):
+    # a device plugin's way: /dev/null mounted at /var/run/nvidia-container-devices/<id>; the env asks
+    # for all, and the mounts win (REFERENCE §1 precedence)
+    root, inventory = host
+    config = write_config(tmp_path / "config.toml", root, extra="accept-nvidia-visible-devices-as-volume-mounts = true")
+    bundle = with_mknod(make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], env=["NVIDIA_VISIBLE_DEVICES=all"],
+                                    glibc=True))
+    spec = json.loads((bundle / "config.json").read_text())
+    spec["mounts"].append({"destination": "/var/run/nvidia-container-devices/1", "type": "bind",
+                           "source": "/dev/null", "options": ["rbind", "ro"]})
+    (bundle / "config.json").write_text(json.dumps(spec))
+    result = run_with_runtime("runc", add_hook_entry(bundle, config), tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "/dev/nvidia1" in nodes(lines) and "/dev/nvidia0" not in nodes(lines)
+    assert EPERM in opened(lines, 0) and ENXIO in opened(lines, 1)
+
+
 def test_require_is_skipped_when_disabled(host, tmp_path):
     result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99.0",
                                           "NVIDIA_DISABLE_REQUIRE=true"], script="echo STARTED")
