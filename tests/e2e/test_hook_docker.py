@@ -137,3 +137,24 @@ def test_container_without_gpus_is_left_alone(dockerd):
     result = docker(daemon, "run", "--rm", "--network", "none", IMAGE, "sh", "-c", PROBE)
     lines = result.stdout.splitlines()
     assert nodes(lines) == set() and smi(lines) == []
+
+
+def test_read_only_container(dockerd):
+    # docker applies --read-only after the prestart hooks: injection still works
+    daemon, inventory = dockerd
+    result = run_gpus(daemon, '"device=0"', "--read-only", script=PROBE.replace("/tmp/probe", "/dev/shm/probe"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "/dev/nvidia0" in nodes(lines) and "ldcache-ok" in lines
+    assert len(smi(lines)) == 1
+
+
+def test_privileged_container_may_have_mig_config_and_monitor(dockerd):
+    # CAP_SYS_ADMIN in the bounding set is what counts (--privileged itself cannot run on this host:
+    # root here lacks capabilities runc would apply)
+    daemon, _ = dockerd
+    result = run_gpus(daemon, '"device=1"', "--cap-add", "SYS_ADMIN", "-e", "NVIDIA_MIG_CONFIG_DEVICES=all",
+                      "-e", "NVIDIA_MIG_MONITOR_DEVICES=all")
+    assert result.returncode == 0, result.stderr
+    found = nodes(result.stdout.splitlines())
+    assert {"/dev/nvidia1", "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"} <= found
