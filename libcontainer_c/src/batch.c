@@ -29,6 +29,28 @@ static void set_error(struct gct_batch_error *e, int index, int kind, const char
     e->path[sizeof(e->path) - 1] = '\0';
 }
 
+/* The mount target of a device node: a placeholder file, or a device node the rootfs already has
+ * there (a privileged container's /dev holds the host's nodes); mounting over it hides it. A link or
+ * any other kind of file there is still refused. */
+static int device_target(int rootfd, const char *path)
+{
+    struct stat st;
+    int fd;
+
+    fd = gct_placeholder_file(rootfd, path, 0644);
+    if (fd >= 0 || errno != EEXIST)
+        return fd;
+    fd = gct_resolve(rootfd, path, O_PATH | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+        close(fd);
+        errno = EEXIST;
+        return -1;
+    }
+    return fd;
+}
+
 static int bind_op(int rootfd, const struct gct_op *op)
 {
     struct stat st;
@@ -36,8 +58,12 @@ static int bind_op(int rootfd, const struct gct_op *op)
 
     if (fstat(op->src_fd, &st) < 0)
         return -1;
-    target = S_ISDIR(st.st_mode) ? gct_placeholder_dir(rootfd, op->path, 0755)
-                                 : gct_placeholder_file(rootfd, op->path, 0644);
+    if (S_ISDIR(st.st_mode))
+        target = gct_placeholder_dir(rootfd, op->path, 0755);
+    else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+        target = device_target(rootfd, op->path);
+    else
+        target = gct_placeholder_file(rootfd, op->path, 0644);
     if (target < 0)
         return -1;
     rc = gct_bind_tree(rootfd, op->src_fd, target, op->attr_set, op->attr_clr);

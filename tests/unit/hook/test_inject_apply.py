@@ -136,3 +136,22 @@ def test_the_images_own_file_at_a_link_is_kept(sim_host, rootfs):
 def test_target_needs_an_absolute_rootfs():
     with pytest.raises(InjectionError, match="absolute path"):
         Target("relative/rootfs")
+
+
+def test_a_device_node_already_in_the_rootfs_is_mounted_over(sim_host, rootfs):
+    """A privileged container's /dev holds the host's own nodes: the injected node goes on top."""
+    import stat as stat_module
+
+    host, inventory = sim_host
+    os.mknod(rootfs / "dev/nvidia0", stat_module.S_IFCHR | 0o600, os.makedev(195, 0))
+    os.mkfifo(rootfs / "dev/nvidiactl")
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"utility"})
+    plan.update_ldcache = False
+    plan.edits.device_nodes = [n for n in plan.device_nodes if n.path == "/dev/nvidia0"]
+    nodes, _, mounts, _ = run_in_private_mount_ns(_apply, plan, rootfs, [])
+    assert nodes == ["/dev/nvidia0"] and "/dev/nvidia0" in mounts
+    # any other kind of file is still no mount target
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"utility"})
+    plan.update_ldcache = False
+    outcome, message, mounts = run_in_private_mount_ns(_apply, plan, rootfs, [])
+    assert outcome == "error" and "/dev/nvidiactl" in message and "File exists" in message and mounts == {}
