@@ -145,3 +145,11 @@ def test_ctypes_util_stand_in_loads_the_real_module_on_first_use():
     out = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],
                          capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
     assert out == ["False", "libc.so.6", "ctypes.util", "True"]
+
+
+@pytest.mark.parametrize("key", ["bundle", "bundlePath"])
+def test_state_names_the_bundle_either_way(tmp_path, key):
+    bundle = bundle_with(tmp_path, ["PATH=/bin"])   # no GPU asked for: nothing else is read
+    result = hook("prestart", state={key: str(bundle), "pid": 1, "status": "creating"},
+                  env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "none.toml")})
+    assert (result.returncode, result.stderr) == (0, "")
