@@ -10,6 +10,7 @@ BENCHMARKS = {
     "runc": "bench.runc_lifecycle",
     "hook": "bench.hook_lifecycle",
     "cdi-generate": "bench.cdi_generate",
+    "shim": "bench.shim_lifecycle",
 }
 
 

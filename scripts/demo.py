@@ -26,7 +26,30 @@ def main() -> int:
     step("a CDI spec for it (one createContainer hook: nvidia-cdi-hook)", str(BIN / "nvidia-ctk"), "cdi", "generate",
          "--driver-root", str(SIMULATED_HOST), "--output", str(spec_dir / "nvidia.yaml"))
     step("the device names it gives containers", str(BIN / "nvidia-ctk"), "cdi", "list", "--spec-dir", str(spec_dir))
+    run_through_shim(spec_dir, "GPU 1", "NVIDIA_VISIBLE_DEVICES=1")
+    run_through_shim(spec_dir, "MIG device 1:1 (1g.5gb)", "NVIDIA_VISIBLE_DEVICES=1:1")
     return 0
+
+
+def run_through_shim(spec_dir: Path, what: str, request: str) -> None:
+    """A real container (runc behind nvidia-container-runtime in cdi mode; create, start, state, delete
+    all through the shim) that asks for `what` and prints its own `nvidia-smi -L`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's test helpers
+    from tests.e2e.bundle import make_bundle
+    from tests.e2e.shim_host import GpuHost, ShimLifecycle, shim_env, write_shim_config
+
+    work = SIMULATED_HOST.parent / "shim-demo"
+    subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir()
+    config = write_shim_config(work / "config.toml", GpuHost(SIMULATED_HOST, spec_dir, [], {}, {}))
+    bundle = make_bundle(work / "bundle", ["nvidia-smi", "-L"], env=[request], glibc=True)
+    print(f"\n==> a container asking for {what} through the runtime shim\n"
+          f"$ {request} nvidia-container-runtime create/start/delete (config {config}), inside: nvidia-smi -L",
+          flush=True)
+    code, output, stderr = ShimLifecycle(shim_env(config, work / "cache"), work / "state").run(bundle)
+    if code != 0:
+        raise SystemExit(f"demo: error: the container did not start: {stderr.strip()}")
+    print(output, end="", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,75 @@
+"""The runtime shim against plain runc, in the same run, on a simulated GPU host (cdi mode).
+
+Rows (busybox `true`, create/start/wait/delete; the shim rows put EVERY call through the shim):
+  - plain runc, no GPU: the baseline;
+  - the shim, no GPU request: what the shim alone costs (config.json untouched);
+  - the shim, one GPU (NVIDIA_VISIBLE_DEVICES=0, cdi mode): the goal is <= 2.0x the baseline;
+  - plain runc on the config.json the shim wrote: what the GPU edits themselves cost (device nodes, ~60
+    bind mounts, the nvidia-cdi-hook createContainer hook), with no shim in the way.
+Then passthrough: `state ID` through the shim vs runc's own `state ID` (goal <= 1.5x).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+from bench.harness import Timings, report, time_command, time_lifecycles
+from tests.e2e.bundle import make_bundle
+from tests.e2e.host_setup import ensure_hugetlb_on_v1
+from tests.e2e.shim_host import SHIM, build_gpu_host, shim_env, write_shim_config
+
+LIFECYCLE_GOAL = 2.0
+PASSTHROUGH_GOAL = 1.5
+
+
+def _verdict(name: str, row: Timings, baseline: Timings, goal: float) -> str:
+    ratio = row.median_ms / baseline.median_ms
+    return f"{name}: {ratio:.2f}x (goal <= {goal:.1f}x) {'OK' if ratio <= goal else 'OVER BUDGET'}"
+
+
+def _passthrough_rows(env: dict, state_root: Path, bundle: Path, runs: int) -> tuple[Timings, Timings]:
+    """Time `state` on one created container, through runc and through the shim."""
+    cid = "bench-state-" + uuid.uuid4().hex[:8]
+    base = ["runc", "--root", str(state_root)]
+    subprocess.run([*base, "create", "--bundle", str(bundle), cid], check=True, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        runc = time_command("runc state ID", [*base, "state", cid], runs * 5, env)
+        shim = time_command("shim state ID (C passthrough)", [str(SHIM), "--root", str(state_root), "state", cid],
+                            runs * 5, env)
+    finally:
+        subprocess.run([*base, "delete", "--force", cid], stdin=subprocess.DEVNULL, capture_output=True)
+    return runc, shim
+
+
+def run(runs: int) -> str:
+    ensure_hugetlb_on_v1()
+    with tempfile.TemporaryDirectory(prefix="bench-shim-") as tmp:
+        tmp = Path(tmp)
+        host = build_gpu_host(tmp)
+        config = write_shim_config(tmp / "config.toml", host, runtime="runc", mode="cdi")
+        env = shim_env(config, tmp / "cache")
+        plain = make_bundle(tmp / "plain", ["true"])
+        gpu = make_bundle(tmp / "gpu", ["true"], env=["NVIDIA_VISIBLE_DEVICES=0"])
+        gpu_config = (gpu / "config.json").read_bytes()
+        shim = [str(SHIM)]
+
+        baseline = time_lifecycles("runc, no GPU", ["runc"], plain, runs, env)
+        shim_plain = time_lifecycles("shim, no GPU request", shim, plain, runs, env)
+        shim_gpu = time_lifecycles("shim, 1 GPU (cdi mode)", shim, gpu, runs, env, restore_config=gpu_config)
+        edited = (gpu / "config.json").read_bytes()  # as the shim left it after the last run
+        assert json.loads(edited) != json.loads(gpu_config), "the shim did not edit config.json"
+        runc_edited = time_lifecycles("runc on the shim's config.json (edits only)", ["runc"], gpu, runs, env,
+                                      restore_config=edited)
+        runc_state, shim_state = _passthrough_rows(env, tmp / "state", plain, runs)
+
+    lines = [report("runtime shim lifecycle (create/start/wait/delete), busybox `true`",
+                    [baseline, shim_plain, shim_gpu, runc_edited], baseline),
+             report("passthrough", [runc_state, shim_state], runc_state),
+             _verdict("lifecycle, shim with 1 GPU vs plain runc", shim_gpu, baseline, LIFECYCLE_GOAL),
+             _verdict("lifecycle, shim with 1 GPU vs runc on the same edits", shim_gpu, runc_edited, LIFECYCLE_GOAL),
+             _verdict("passthrough state", shim_state, runc_state, PASSTHROUGH_GOAL)]
+    return "\n".join(lines)
