@@ -372,10 +372,16 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert "no NVIDIA driver found; removed the CDI spec" in gone.stdout
     assert not (root / "run/cdi/nvidia.yaml").exists()
     box.run(f"{PREFIX}/libexec/nvidia-cdi-refresh", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    # an upgrade (the same version again) drops the old bytecode, compiles anew, keeps the units enabled
+    stray = root / PREFIX[1:] / "lib/python3.11/site-packages/cdi/__pycache__/stray.cpython-311.pyc"
+    stray.write_bytes(b"")
+    box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    assert not stray.exists() and list((root / PREFIX[1:]).rglob("__pycache__/*.pyc"))
+    assert (root / "etc/systemd/system/multi-user.target.wants/nvidia-cdi-refresh.path").is_symlink()
+    assert (root / "run/cdi/nvidia.yaml").is_file()
     # what a container start would leave at run time: runtime caches, bytecode written by root
     (root / "run/nvidia-container-toolkit").mkdir(parents=True, exist_ok=True)
     (root / "run/nvidia-container-toolkit/cdi-validated.json").write_text("{}")
-    stray = root / PREFIX[1:] / "lib/python3.11/site-packages/cdi/__pycache__/stray.cpython-311.pyc"
     stray.write_bytes(b"")
     box.run("echo '# edited' >> /etc/nvidia-container-runtime/config.toml")
 
