@@ -19,6 +19,7 @@ from tests.e2e.hook_support import (HOOK, LIBDIR, PROBE, add_hook_entry, make_si
                                     nodes, opened, require_root_and, run_through_shim, run_with_runtime, smi,
                                     with_mknod, write_config)
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
+from tests.e2e.rootfs import make_rootfs
 
 pytestmark = pytest.mark.e2e
 VERSION = "550.54.15"
@@ -195,6 +196,20 @@ def test_device_plugin_volume_mounts_select_the_gpu_when_enabled(host, tmp_path)
     lines = result.stdout.splitlines()
     assert "/dev/nvidia1" in nodes(lines) and "/dev/nvidia0" not in nodes(lines)
     assert EPERM in opened(lines, 0) and ENXIO in opened(lines, 1)
+
+
+def test_rhel_like_rootfs_finds_the_libraries_through_the_ld_cache(host, tmp_path):
+    # no /etc/debian_version and an ld.so.conf that does not list the host's library dir: the
+    # libraries still land where the host keeps them and ldconfig is told about that folder
+    root, _ = host
+    rootfs = make_rootfs(tmp_path / "rootfs", glibc=True)
+    (rootfs / "etc/debian_version").unlink()
+    (rootfs / "etc/ld.so.conf").write_text("/usr/lib64\n")
+    config = write_config(tmp_path / "config.toml", root)
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], env=["NVIDIA_VISIBLE_DEVICES=0"], rootfs=rootfs)
+    result = run_through_shim(bundle, config, tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    assert "ldcache-ok" in result.stdout.splitlines()
 
 
 def test_require_is_skipped_when_disabled(host, tmp_path):
