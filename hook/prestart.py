@@ -10,7 +10,7 @@ relative to the bundle) gives the request, read by the shared resolver (cdi.requ
 volume mounts, NVIDIA_VISIBLE_DEVICES, capabilities, NVIDIA_REQUIRE_* (checked by cdi.selection),
 MIG config/monitor (privileged only) and IMEX channels. A container that asks for no GPU exits 0
 having touched nothing and without loading NVML. Otherwise NVML is read from the driver root
-(`--`/NVIDIA_CTK_DRIVER_ROOT/config `[nvidia-container-cli] root`), the devices are selected, and
+($NVIDIA_CTK_DRIVER_ROOT, else config `[nvidia-container-cli] root`, else /), the devices are selected, and
 hook.inject applies the edits live. Every failure is one line on stderr and exit status 1; the
 runtime then stops the container.
 
