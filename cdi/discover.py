@@ -18,7 +18,10 @@ Decisions:
   <root>/dev/nvidia0 becomes /dev/nvidia0) and type/major/minor read from the host node, so a consumer
   needs no stat of its own and the device-cgroup rule is exact.
 - A missing GPU or MIG capability node is an error (the device would not work); a missing
-  nvidia-uvm, nvidia-uvm-tools or nvidia-modeset is only logged (created on demand on real hosts).
+  nvidia-uvm, nvidia-uvm-tools, nvidia-modeset or DRM node is only logged (created on demand on
+  real hosts). With graphics or display, a GPU also gets its DRM nodes (/dev/dri/card<N>,
+  renderD<N>, as sysfs lists them for its PCI device); the /dev/dri/by-path links NVIDIA's tool adds
+  through a per-device hook are left out, to keep one hook process per container.
 - The common edits set NVIDIA_VISIBLE_DEVICES=void, so a prestart hook configured alongside the CDI
   path sees no GPU request and does not inject a second time.
 """
@@ -55,6 +58,9 @@ CONTROL_NODE = "nvidiactl"
 # Control nodes per capability (REFERENCE §2): uvm only with compute, modeset only with display.
 CAPABILITY_NODES = {"compute": ("nvidia-uvm", "nvidia-uvm-tools"), "display": ("nvidia-modeset",)}
 MIG_CAP_DIR = "nvidia-caps"
+DRI_DIR = "dri"
+# DRM nodes (/dev/dri/card*, renderD*) go with a GPU when a container asks for graphics or display.
+GRAPHICS_CAPABILITIES = frozenset({"graphics", "display"})
 
 # How devices are named in a spec (`--device-name-strategy`): `0` / `1:0`, `GPU-..` / `MIG-..`,
 # `gpu0` / `mig1:0`. The "all" device holds every device's nodes.
@@ -71,6 +77,17 @@ MOUNT_OPTIONS = {LIBRARY: READ_ONLY_BIND, LIBRARY32: READ_ONLY_BIND, BINARY: REA
 
 class DiscoveryError(CdiError):
     """The edits for a device or the driver files cannot be built (missing node, bad root)."""
+
+
+def sysfs_bus_id(pci_bus_id: str) -> str:
+    """NVML's "00000000:07:00.0" as sysfs spells it: "0000:07:00.0"."""
+    parts = pci_bus_id.lower().split(":")
+    if len(parts) == 3 and all(c in "0123456789abcdef" for c in parts[0]) and parts[0]:
+        parts[0] = f"{int(parts[0], 16):04x}"
+    name = ":".join(parts)
+    if "/" in name or name in ("", ".", ".."):
+        raise DiscoveryError(f"invalid PCI bus id {pci_bus_id!r}")
+    return name
 
 
 def default_hook_path(argv0: str | None = None) -> str:
@@ -159,7 +176,29 @@ class EditsBuilder:
             if node is None:
                 raise DiscoveryError(f"device node of {what} is missing", self.root.dev_path(name))
             nodes.append(node)
+        if isinstance(device, Gpu) and self.capabilities & GRAPHICS_CAPABILITIES:
+            nodes += self._drm_nodes(device)
         return ContainerEdits(device_nodes=[self._device_node(n) for n in nodes])
+
+    def _drm_nodes(self, gpu: Gpu) -> list[_Node]:
+        """The GPU's DRM nodes (/dev/dri/card<N>, renderD<N>) as its PCI device lists them in sysfs,
+        where present (a headless driver, or a simulated host, has none)."""
+        drm_dir = self.root.sys_path(f"bus/pci/devices/{sysfs_bus_id(gpu.pci_bus_id)}/drm")
+        try:
+            names = sorted(n for n in os.listdir(drm_dir) if n.startswith(("card", "renderD")))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as e:
+            raise DiscoveryError(f"cannot list DRM devices: {e.strerror or e}", drm_dir) from None
+        nodes = []
+        for name in names:
+            node = self._node(f"{DRI_DIR}/{name}")
+            if node is None:
+                log.warning("DRM device node %s of GPU %d is missing: not injected",
+                            self.root.dev_path(f"{DRI_DIR}/{name}"), gpu.index)
+            else:
+                nodes.append(node)
+        return nodes
 
     # -- common --------------------------------------------------------------------------------
 

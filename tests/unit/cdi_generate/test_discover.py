@@ -162,3 +162,45 @@ def test_default_hook_path_is_next_to_the_running_program(tmp_path):
     hook.write_text("#!/bin/sh\n")
     hook.chmod(0o755)
     assert default_hook_path(str(program)) == str(hook)
+
+
+@pytest.fixture(scope="module")
+def drm_host(tmp_path_factory):
+    """A one-GPU simulated host whose GPU has DRM nodes (the simulator makes none): sysfs lists card1,
+    renderD128 and controlD64 under the GPU's PCI device; dev/dri holds card1 and renderD128 only."""
+    from simulator.host_builder import create_simulated_host
+    from simulator.models import DEFAULT_MODEL
+    from tests.unit.cdi_generate.conftest import inventory_from_marker
+
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    root = tmp_path_factory.mktemp("drm") / "host"
+    create_simulated_host(root, gpus=1, model=DEFAULT_MODEL, driver_version=VERSION, cuda_version="12.4")
+    inventory = inventory_from_marker(root)
+    bus = inventory.gpus[0].pci_bus_id          # NVML's 8-digit domain
+    sysfs = root / "sys/bus/pci/devices" / bus[4:].lower() / "drm"
+    for name in ("card1", "renderD128", "controlD64"):
+        (sysfs / name).mkdir(parents=True)
+    (root / "dev/dri").mkdir()
+    os.mknod(root / "dev/dri/card1", 0o666 | stat.S_IFCHR, os.makedev(226, 1))
+    os.mknod(root / "dev/dri/renderD128", 0o666 | stat.S_IFCHR, os.makedev(226, 128))
+    return root, inventory
+
+
+@pytest.mark.parametrize("caps, drm", [(("graphics",), True), (("display",), True), (("compute", "utility"), False)])
+def test_drm_nodes_go_with_a_gpu_for_graphics(drm_host, caps, drm):
+    root, inventory = drm_host
+    edits = EditsBuilder(str(root), inventory, caps, hook_path=HOOK).device_edits(inventory.gpus[0])
+    expected = [("/dev/nvidia0", 195, 0)] + ([("/dev/dri/card1", 226, 1), ("/dev/dri/renderD128", 226, 128)]
+                                             if drm else [])
+    assert [(n.path, n.major, n.minor) for n in edits.device_nodes] == expected
+    assert all(n.host_path == f"{root}{n.path}" for n in edits.device_nodes)
+
+
+def test_sysfs_bus_id():
+    from cdi.discover import sysfs_bus_id
+
+    assert sysfs_bus_id("00000000:0F:00.0") == "0000:0f:00.0"
+    assert sysfs_bus_id("0000:07:00.0") == "0000:07:00.0"
+    with pytest.raises(DiscoveryError):
+        sysfs_bus_id("../../x")
