@@ -35,7 +35,8 @@ PROBE = ("ls /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidi
          "echo \"link $l -> $(readlink $l)\"; done; "
          "ldconfig -p | grep -q 'libcuda.so.1 .*=> " + LIBDIR + "/libcuda.so.1' && echo ldcache-ok; "
          "echo \"env NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES\"; "
-         "nvidia-smi -L | sed 's/^/smi /'")
+         "nvidia-smi -L | sed 's/^/smi /'; "
+         "touch /gct-rw-probe 2>/dev/null && echo rootfs-rw || echo rootfs-ro")
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +73,8 @@ def setup():
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(podman, device: str, runtime: str = "runc", image: str = IMAGE) -> list[str]:
-    argv = podman.argv("run", "--rm", "--network", "none", "--device", f"nvidia.com/gpu={device}", image,
+def run(podman, device: str, runtime: str = "runc", image: str = IMAGE, extra: tuple[str, ...] = ()) -> list[str]:
+    argv = podman.argv("run", "--rm", "--network", "none", *extra, "--device", f"nvidia.com/gpu={device}", image,
                        "sh", "-c", PROBE)
     argv[argv.index("--runtime") + 1] = runtime
     result = subprocess.run(argv, capture_output=True, text=True, env=podman.env, timeout=120)
@@ -135,3 +136,12 @@ def test_all_gets_every_device(setup):
         assert mig["uuid"] in listed
     assert "ldcache-ok" in lines
 
+
+
+def test_a_read_only_container_still_gets_its_links_and_cache(setup):
+    # createContainer hooks run before the runtime makes the rootfs read-only
+    podman, _ = setup
+    lines = run(podman, "0", extra=("--read-only",))
+    assert "rootfs-ro" in lines
+    assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
+    assert "ldcache-ok" in lines and len(smi(lines)) == 1
