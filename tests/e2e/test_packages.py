@@ -364,6 +364,8 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert "wrote the CDI spec /var/run/cdi/nvidia.yaml" in installed.stdout, installed.stdout
     spec = (root / "run/cdi/nvidia.yaml").read_text()
     assert "nvidia.com/gpu" in spec and "name: \"1\"" in spec.replace("'", '"')
+    hook_paths = set(re.findall(r"path: (\S*nvidia-cdi-hook)", spec))
+    assert hook_paths and all((root / p.lstrip("/")).exists() for p in hook_paths), hook_paths
     assert (root / "etc/systemd/system/multi-user.target.wants/nvidia-cdi-refresh.path").is_symlink()
     listed = box.run("nvidia-ctk cdi list", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
     assert "nvidia.com/gpu=1" in listed.stdout + listed.stderr
@@ -399,6 +401,32 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     # 4. purge: nothing at all
     box.run("dpkg --purge gpu-container-toolkit")
     after = box.files()
+    assert {p: k for p, k in after.items() if p not in before} == {}
+    assert [p for p in before if p not in after] == []
+
+
+def test_rpm_scriptlets_in_a_debian_root(built, bookworm_base, tmp_path):
+    """rpm (the host's) installs the .rpm into a Debian root with the interpreter and runc (rpm's own
+    database knows no Debian package, hence --nodeps): %posttrans byte-compiles and says there is no
+    driver; erasing leaves nothing, since unchanged %config(noreplace) files go too."""
+    _need_root_and("rpm")
+    root = tmp_path / "root"
+    root.mkdir()
+    sh(["tar", "-C", str(root), "-xf", str(bookworm_base)])
+    shutil.copy2("/etc/resolv.conf", root / "etc/resolv.conf")
+    box = Chroot(root)
+    box.run("apt-get install -y -q --no-install-recommends python3.11 runc libcap2", timeout=600)
+    sh(["rpm", "--root", str(root), "--initdb"])
+    (root / "etc/sysconfig").mkdir()  # on rpm distributions the filesystem package owns it
+    skip_db = ("/var/lib/rpm", "/usr/lib/sysimage")
+    before = {p: k for p, k in box.files().items() if not p.startswith(skip_db)}
+    installed = sh(["rpm", "--root", str(root), "-i", "--nodeps", str(built["rpm"])], env={"PATH": CLEAN_PATH})
+    assert "no NVIDIA driver found; no CDI spec written" in installed.stdout + installed.stderr
+    assert (root / "usr/bin/nvidia-ctk").is_symlink() and (root / "etc/sysconfig/nvidia-cdi-refresh").is_file()
+    assert list((root / PREFIX[1:]).rglob("__pycache__/*.pyc")), "%posttrans compiles the bytecode"
+    assert "0.1.0" in box.run("nvidia-ctk --version").stdout
+    sh(["rpm", "--root", str(root), "-e", "gpu-container-toolkit"], env={"PATH": CLEAN_PATH})
+    after = {p: k for p, k in box.files().items() if not p.startswith(skip_db)}
     assert {p: k for p, k in after.items() if p not in before} == {}
     assert [p for p in before if p not in after] == []
 
