@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cdi.spec import Hook
 from cdi.validate import load_spec_file
 from tests.e2e.engines import short_tempdir, start_podman, stop_podman
 from tests.e2e.podman_env import ensure_hugetlb_on_v1, installed_spec
@@ -65,6 +66,7 @@ def setup():
         podman = start_podman(hooks, workdir=work / "p")
         tar = rootfs_tar(make_rootfs(work / "rootfs", glibc=True), work / "rootfs.tar")
         podman("import", str(tar), IMAGE)
+        podman.generated_spec = spec_file   # for tests that build variants of it
         with installed_spec(load_spec_file(spec_file), ".yaml"):
             yield podman, marker["inventory"]
     finally:
@@ -144,4 +146,27 @@ def test_a_read_only_container_still_gets_its_links_and_cache(setup):
     lines = run(podman, "0", extra=("--read-only",))
     assert "rootfs-ro" in lines
     assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
+    assert "ldcache-ok" in lines and len(smi(lines)) == 1
+
+
+def test_a_spec_in_nvidias_style_runs_with_our_hook(setup, tmp_path):
+    # NVIDIA's generator writes one hook entry per subcommand, and newer ones add subcommands we do
+    # not have: each entry runs, the unknown one only warns, and the container starts complete.
+    podman, _ = setup
+    spec = load_spec_file(podman.generated_spec)
+    (ours,) = spec.container_edits.hooks
+    args = ours.args[1:]
+    split = args.index("update-ldcache")
+    entries = [["nvidia-cdi-hook", *args[:split]], ["nvidia-cdi-hook", *args[split:]],
+               ["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", VERSION]]
+    spec.container_edits.hooks = [Hook(hook_name="createContainer", path=ours.path, args=a, env=list(ours.env))
+                                  for a in entries]
+    spec.kind = "upstream.example/gpu"
+    with installed_spec(spec, ".json"):
+        argv = podman.argv("run", "--rm", "--network", "none", "--device", "upstream.example/gpu=0", IMAGE,
+                           "sh", "-c", PROBE)
+        result = subprocess.run(argv, capture_output=True, text=True, env=podman.env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"link {LIBDIR}/libcuda.so -> libcuda.so.1" in lines
     assert "ldcache-ok" in lines and len(smi(lines)) == 1
