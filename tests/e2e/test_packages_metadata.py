@@ -1,0 +1,118 @@
+"""The package build's own logic, without building: changelog in both formats, templates, the
+Debian description field, dependencies from ELF files, and the shipped changelog agreeing with
+pyproject.toml. Fast; no root needed."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGING = REPO / "packaging"
+sys.path.insert(0, str(PACKAGING))
+from pkgtools import deb, layout, metadata  # noqa: E402
+from pkgtools.errors import BuildError  # noqa: E402
+
+ENTRY = """\
+gpu-container-toolkit (0.2.0-1) unstable; urgency=medium
+
+  * Second: a change that is long enough to wrap onto
+    a second line, with 100% of the text.
+  * Another change.
+
+ -- A Maintainer <a@example.invalid>  Mon, 23 Nov 2026 10:00:00 +0000
+
+gpu-container-toolkit (0.1.0-1) unstable; urgency=low
+
+  * First.
+
+ -- A Maintainer <a@example.invalid>  Sun, 22 Nov 2026 03:30:00 +0000
+"""
+
+
+def test_changelog_entries_and_their_rpm_form():
+    entries = metadata.parse_changelog(ENTRY)
+    assert [e.version for e in entries] == ["0.2.0-1", "0.1.0-1"]
+    assert entries[0].changes == ["Second: a change that is long enough to wrap onto a second line, with 100% of "
+                                  "the text.", "Another change."]
+    assert entries[0].maintainer == "A Maintainer <a@example.invalid>"
+    assert metadata.rpm_changelog(entries) == (
+        "* Mon Nov 23 2026 A Maintainer <a@example.invalid> - 0.2.0-1\n"
+        "- Second: a change that is long enough to wrap onto a second line, with 100%% of the text.\n"
+        "- Another change.\n\n"
+        "* Sun Nov 22 2026 A Maintainer <a@example.invalid> - 0.1.0-1\n"
+        "- First.\n")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty"),
+    ("  * a change before any header\n", "expected a 'package (version)"),
+    ("gpu-container-toolkit (0.1.0-1) unstable; urgency=low\n\n  * First.\n", "no ' -- maintainer  date'"),
+    ("gpu-container-toolkit (0.1.0-1) unstable; urgency=low\n\n -- A <a@b.invalid>  Sun, 22 Nov 2026 03:30:00 +0000\n",
+     "without changes"),
+    ("gpu-container-toolkit (0.1.0-1) unstable; urgency=low\n  * x\nstray line\n", "unexpected changelog line"),
+])
+def test_changelog_errors_name_the_line(text, message):
+    with pytest.raises(BuildError) as info:
+        metadata.parse_changelog(text, "changelog")
+    assert message in str(info.value)
+
+
+def test_the_shipped_changelog_matches_pyproject():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    newest = metadata.parse_changelog((PACKAGING / "changelog").read_text())[0]
+    assert newest.package == project["name"]
+    assert newest.version.rsplit("-", 1)[0] == project["version"]
+
+
+def test_templates_render_and_a_missing_value_is_an_error(tmp_path):
+    for flavour in (layout.DEB, layout.RPM):
+        values = layout.substitutions(flavour)
+        for template in ("libexec/nvidia-cdi-refresh", "libexec/gct-package-setup", "default/nvidia-cdi-refresh",
+                         "systemd/nvidia-cdi-refresh.service", "udev/71-nvidia-cdi-refresh.rules",
+                         "debian/postinst", "debian/prerm", "debian/postrm"):
+            text = layout.render(PACKAGING / template, values)
+            assert "@" not in text.replace("@/sbin", ""), template
+            if text.startswith("#!/bin/sh"):
+                path = tmp_path / Path(template).name
+                path.write_text(text)
+                assert subprocess.run(["sh", "-n", str(path)]).returncode == 0, template
+        assert flavour.environment_file in layout.render(PACKAGING / "systemd/nvidia-cdi-refresh.service", values)
+    bad = tmp_path / "bad.in"
+    bad.write_text("x=@PREFIX@ y=@NOPE@\n")
+    with pytest.raises(BuildError, match="no value for @NOPE@"):
+        layout.render(bad, layout.substitutions(layout.DEB))
+
+
+def test_debian_description_field_is_folded_without_breaking_words():
+    field = deb.description_field("summary", ["word " * 40 + "nvidia-container-runtime-hook", "second"])
+    lines = field.splitlines()
+    assert lines[0] == "Description: summary"
+    assert all(line.startswith(" ") and len(line) <= 76 for line in lines[1:])
+    assert " ." in lines and "nvidia-container-runtime-hook" in field.replace("\n ", " ")
+    assert deb.debian_depends("/usr/bin/python3.11", ["libcap2 (>= 1:2.66)"]) == [
+        "python3.11", "python3 (>= 3.11)", "runc | crun", "libcap2 (>= 1:2.66)"]
+
+
+@pytest.mark.skipif(not shutil.which("gcc") or not shutil.which("objdump") or not shutil.which("dpkg-query"),
+                    reason="needs gcc, objdump and dpkg")
+def test_library_dependencies_come_from_the_elf_files(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    src = tmp_path / "m.c"
+    src.write_text("#include <sys/capability.h>\nint f(void) { return cap_get_proc() != 0; }\n")
+    built = subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(tree / "m.so"), "-lcap"],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"cannot link against libcap here: {built.stderr.strip()[:200]}")
+    needed = metadata.external_sonames(tree)
+    assert "libcap.so.2" in needed and needed["libcap.so.2"] == [tree / "m.so"]
+    depends = metadata.debian_library_dependencies(sorted(needed))
+    assert any(d.startswith("libcap2 (>= ") for d in depends), depends
+    assert "libcap.so.2()(64bit)" in metadata.rpm_library_dependencies(sorted(needed))
+    with pytest.raises(BuildError, match="no installed package provides libnothing.so.9"):
+        metadata.debian_library_dependencies(["libnothing.so.9"])
