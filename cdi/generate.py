@@ -49,13 +49,15 @@ def select_generate_devices(inventory: Inventory, device_ids: Iterable[str] = ()
 def generate_spec(driver_root: DriverRoot | str, inventory: Inventory, *, vendor: str = DEFAULT_VENDOR,
                   cls: str = DEFAULT_CLASS, strategies: Iterable[str] = DEFAULT_STRATEGIES,
                   all_device: bool = True, device_ids: Iterable[str] = (), hook_path: str | None = None,
-                  ldconfig: str | None = None, capabilities: Iterable[str] = GENERATE_CAPABILITIES,
+                  ldconfig: str | None = None, ld_cache: str | None = None,
+                  capabilities: Iterable[str] = GENERATE_CAPABILITIES,
                   builder: EditsBuilder | None = None) -> Spec:
-    """The spec (cdiVersion unset: the writer fills in the oldest one that fits)."""
+    """The spec (cdiVersion unset: the writer fills in the oldest one that fits). `ldconfig`: the host
+    ldconfig the hook runs; `ld_cache`: the driver root's ld.so.cache path (config `ldcache`)."""
     kind = f"{vendor}/{cls}"
     parse_kind(kind)  # InvalidNameError (a CdiError) names the broken rule
     builder = builder or EditsBuilder(driver_root, inventory, capabilities, hook_path=hook_path,
-                                      ldconfig=ldconfig)
+                                      ldconfig=ldconfig, ld_cache=ld_cache or None)
     devices = build_spec_devices(builder, select_generate_devices(inventory, device_ids),
                                  list(strategies) or list(DEFAULT_STRATEGIES), all_device)
     if not devices:

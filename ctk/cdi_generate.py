@@ -58,12 +58,17 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
         raise CliError("the hook path must be absolute", "--nvidia-cdi-hook-path")
     try:
         config = load_config()
+        cli = config.nvidia_container_cli
         ldconfig = config.host_ldconfig()
-        root = resolve_driver_root(driver_root, config.nvidia_container_cli.root)
+        if not cli.ldconfig.startswith("@"):  # allowed for the prestart path, not for a spec's hook
+            raise CliError(f"ldconfig {cli.ldconfig!r} is a container path; nvidia-cdi-hook runs only the "
+                           "host's ('@/path')", "nvidia-container-cli.ldconfig")
+        root = resolve_driver_root(driver_root, cli.root)
         inventory = load_inventory(root)
         spec = generate_spec(root, inventory, vendor=vendor, cls=cls, strategies=strategies,
                              all_device=not no_all_device, device_ids=device_ids,
-                             hook_path=hook_path or default_hook_path(), ldconfig=ldconfig)
+                             hook_path=hook_path or default_hook_path(), ldconfig=ldconfig,
+                             ld_cache=cli.ldcache)
         if output and output != "-":
             write_spec(spec, output, yaml_format=yaml_format)
         else:

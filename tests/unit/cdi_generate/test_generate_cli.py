@@ -143,3 +143,17 @@ def test_a_root_without_a_driver_is_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip() == f"nvidia-ctk: error: no NVIDIA driver: libnvidia-ml.so.1 not found in the " \
                                     f"driver root ({tmp_path})"
+
+
+def test_configured_ldconfig_reaches_the_hook_and_a_container_path_is_refused(sim_host, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[nvidia-container-cli]\nldconfig = "@/usr/sbin/ldconfig.real"\n')
+    env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
+    out = generate("--driver-root", str(sim_host), "--format", "json", env=env).stdout
+    assert json.loads(out)["containerEdits"]["hooks"][0]["args"][-2:] == ["--ldconfig-path", "@/usr/sbin/ldconfig.real"]
+    config.write_text('[nvidia-container-cli]\nldconfig = "/sbin/ldconfig"\n'
+                      '[features]\nallow-ldconfig-from-container = true\n')
+    result = generate("--driver-root", str(sim_host), env=env, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("nvidia-ctk: error: ldconfig '/sbin/ldconfig' is a container path; nvidia-cdi-hook "
+                                     "runs only the host's ('@/path') (nvidia-container-cli.ldconfig)")
