@@ -17,6 +17,14 @@
  *     writable by others, and a runtime that cannot be executed, all mean: start Python, which
  *     decides, writes a fresh cache and execs the runtime itself.
  *
+ * `create` and `run` of a container that asks for no GPU need no Python either: config.json is left
+ * untouched then. The launcher finds the bundle with runc's command-level rules (only the bundle
+ * matters: a command line runc refuses reaches runc unchanged either way) and looks for the strings
+ * without which no request exists (NVIDIA_VISIBLE_DEVICES, the annotation prefixes, ...: listed in the
+ * cache by Python, from the one request resolver and the config). None there: exec the runtime.
+ * Any of them, a backslash (a JSON escape could spell one), a file too big to scan or anything
+ * unclear: Python decides.
+ *
  * When Python does start, the caller's environment is handed over in a memfd (GCT_LAUNCHER_ENVIRON_FD)
  * instead of the process environment, which stays reduced to the allowlist: runc must get the
  * caller's environment (NOTIFY_SOCKET, LISTEN_FDS, XDG_RUNTIME_DIR ...), Python must not.
@@ -34,6 +42,7 @@
 #define SHIM_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define SHIM_CACHE_MAGIC "gct-runtime-cache 1"
 #define SHIM_CACHE_MAX 16384
+#define SHIM_SPEC_SCAN_MAX (4 * 1024 * 1024)
 
 /* runc 1.1.5's global flags: those that take a value, and the booleans. */
 static const char *const runc_value_flags[] = {"log", "log-format", "root", "criu", "rootless", NULL};
@@ -109,11 +118,154 @@ static int runc_command_index(int argc, char **argv)
     return i;
 }
 
-/* Only `create` and `run` change the bundle; everything else goes straight to the runtime. */
-static int runc_command_needs_python(int argc, char **argv)
+/* runc's create/run flags: name and whether it takes a value (run adds the last four). */
+struct runc_flag {
+    const char *name;
+    int takes_value;
+};
+static const struct runc_flag create_flags[] = {
+    {"bundle", 1}, {"b", 1}, {"console-socket", 1}, {"pid-file", 1}, {"preserve-fds", 1},
+    {"no-pivot", 0}, {"no-new-keyring", 0}, {"help", 0}, {"h", 0},
+    {"detach", 0}, {"d", 0}, {"keep", 0}, {"no-subreaper", 0}, {NULL, 0}};
+#define CREATE_ONLY_FLAGS 9 /* the first nine: create's table; run uses all */
+
+static const struct runc_flag *command_flag(const char *name, size_t len, int is_run)
 {
-    int index = runc_command_index(argc, argv);
-    return index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0);
+    int limit = is_run ? (int)(sizeof(create_flags) / sizeof(create_flags[0])) - 1 : CREATE_ONLY_FLAGS;
+    for (int i = 0; i < limit; i++)
+        if (strlen(create_flags[i].name) == len && strncmp(create_flags[i].name, name, len) == 0)
+            return &create_flags[i];
+    return NULL;
+}
+
+/* urfave/cli v1's argIsFlag: up to two dashes, then one more, stripped; "=value" cut off. */
+static int is_command_flag(const char *arg, int is_run)
+{
+    if (strcmp(arg, "-") == 0 || strcmp(arg, "--") == 0 || arg[0] != '-')
+        return 0;
+    const char *name = strncmp(arg, "--", 2) == 0 ? arg + 2 : arg;
+    if (*name == '-')
+        name++;
+    const char *eq = strchr(name, '=');
+    return command_flag(name, eq ? (size_t)(eq - name) : strlen(name), is_run) != NULL;
+}
+
+/*
+ * The bundle of a create/run (argv[index] is the command) as runc finds it: urfave's reordering, then
+ * Go's flag parsing. 1 and *bundle (NULL: the current directory) for a command line with exactly one
+ * argument left; 0 when unclear (unknown flag, missing value, not one argument): then Python decides.
+ */
+static int runc_create_bundle(int argc, char **argv, int index, const char **bundle)
+{
+    int is_run = strcmp(argv[index], "run") == 0;
+    int n = argc - index - 1;
+    char **args = argv + index + 1;
+    const char **ordered = calloc((size_t)n + 1, sizeof(char *));
+    const char **rest = calloc((size_t)n + 2, sizeof(char *));
+    if (!ordered || !rest) {
+        free(ordered);
+        free(rest);
+        return 0;
+    }
+    int n_ordered = 0, n_rest = 0, value_may_follow = 0;
+    for (int i = 0; i < n; i++) {
+        if (value_may_follow && !is_command_flag(args[i], is_run)) {
+            value_may_follow = 0;
+            ordered[n_ordered++] = args[i];
+        } else if (strcmp(args[i], "--") == 0) {
+            memmove(rest + 1, rest, (size_t)n_rest * sizeof(char *));
+            rest[0] = "--";
+            n_rest++;
+            for (int j = i + 1; j < n; j++)
+                rest[n_rest++] = args[j];
+            break;
+        } else if (is_command_flag(args[i], is_run)) {
+            ordered[n_ordered++] = args[i];
+            value_may_follow = strchr(args[i], '=') == NULL;
+        } else {
+            rest[n_rest++] = args[i];
+        }
+    }
+    for (int i = 0; i < n_rest; i++)
+        ordered[n_ordered++] = rest[i];
+    free(rest);
+
+    int ok = 0, i = 0;
+    *bundle = NULL;
+    while (i < n_ordered) {
+        const char *arg = ordered[i];
+        if (strlen(arg) < 2 || arg[0] != '-')
+            break;
+        if (strcmp(arg, "--") == 0) {
+            i++;
+            break;
+        }
+        const char *name = arg[1] == '-' ? arg + 2 : arg + 1;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct runc_flag *flag = command_flag(name, len, is_run);
+        if (!flag || name[0] == '-' || name[0] == '=')
+            goto out;
+        i++;
+        const char *value = eq ? eq + 1 : NULL;
+        if (flag->takes_value && !value) {
+            if (i >= n_ordered)
+                goto out;
+            value = ordered[i++];
+        }
+        if (strcmp(flag->name, "bundle") == 0 || strcmp(flag->name, "b") == 0) /* the last one wins */
+            *bundle = value;
+    }
+    ok = (n_ordered - i) == 1;
+out:
+    free(ordered);
+    return ok;
+}
+
+/* Whether config.json in bundle (NULL: the cwd) certainly asks for no GPU: none of the markers
+ * (the cache's request-marker lines) in it, no backslash, readable whole. */
+static int bundle_asks_for_nothing(const char *bundle, const char *cache_text)
+{
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof(path), "%s/config.json", bundle && bundle[0] ? bundle : ".");
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char *data = NULL;
+    int nothing = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > SHIM_SPEC_SCAN_MAX)
+        goto out;
+    data = malloc((size_t)st.st_size);
+    if (!data)
+        goto out;
+    size_t total = 0;
+    ssize_t got;
+    while (total < (size_t)st.st_size && (got = read(fd, data + total, (size_t)st.st_size - total)) > 0)
+        total += (size_t)got;
+    if (total != (size_t)st.st_size || memchr(data, '\\', total))
+        goto out;
+    int markers = 0;
+    const char key[] = "request-marker ";
+    for (const char *line = cache_text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) : strlen(line);
+        if (line_len >= sizeof(key) - 1 && strncmp(line, key, sizeof(key) - 1) == 0) {
+            const char *marker = line + sizeof(key) - 1;
+            size_t marker_len = line_len - (sizeof(key) - 1);
+            if (marker_len == 0 || memmem(data, total, marker, marker_len))
+                goto out;
+            markers++;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    nothing = markers > 0; /* a cache without markers says nothing about requests */
+out:
+    free(data);
+    close(fd);
+    return nothing;
 }
 
 static const char *env_value(char **envp, const char *key)
@@ -210,8 +362,12 @@ static int cache_field(const char *text, const char *key, char *out, size_t size
 }
 
 /* One line in the debug log the config names, in the format the Python side writes. */
-static void log_passthrough(const char *log_path, const char *name, const char *command, const char *runtime)
+static void log_passthrough(const char *log_path, const char *name, const char *command, const char *bundle,
+                            const char *runtime)
 {
+    const char *where = bundle && bundle[0] ? bundle : ".";
+    if (strpbrk(command, "\"\\\n") || strpbrk(runtime, "\"\\\n") || strpbrk(where, "\"\\\n"))
+        return; /* nothing that would need quoting in a log line */
     int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0)
         return;
@@ -220,10 +376,16 @@ static void log_passthrough(const char *log_path, const char *name, const char *
     struct tm tm;
     if (gmtime_r(&now, &tm))
         strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    char line[PATH_MAX + 256];
-    int n = snprintf(line, sizeof(line), "time=\"%s\" level=debug msg=\"%s: passthrough of '%s' to %s\"\n",
+    char line[3 * PATH_MAX];
+    int n;
+    if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0)
+        n = snprintf(line, sizeof(line),
+                     "time=\"%s\" level=debug msg=\"%s: passthrough of '%s' without a GPU request (bundle %s) to %s\"\n",
+                     stamp, name, command, where, runtime);
+    else
+        n = snprintf(line, sizeof(line), "time=\"%s\" level=debug msg=\"%s: passthrough of '%s' to %s\"\n",
                      stamp, name, command, runtime);
-    if (n > 0 && (size_t)n < sizeof(line) && !strpbrk(command, "\"\\\n") && !strpbrk(runtime, "\"\\\n")) {
+    if (n > 0 && (size_t)n < sizeof(line)) {
         ssize_t ignored = write(fd, line, (size_t)n);
         (void)ignored;
     }
@@ -256,6 +418,11 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
         return;
     if (cache_field(text, "runtime", runtime, sizeof(runtime)) != 0 || runtime[0] != '/')
         return;
+    int index = runc_command_index(argc, argv);
+    const char *bundle = NULL;
+    if (index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0) &&
+        (!runc_create_bundle(argc, argv, index, &bundle) || !bundle_asks_for_nothing(bundle, text)))
+        return;
 
     char **args = calloc((size_t)argc + 1, sizeof(char *));
     if (!args)
@@ -264,10 +431,8 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
     for (int i = 1; i < argc; i++)
         args[i] = argv[i];
     args[argc] = NULL;
-    if (cache_field(text, "debug-log", log_path, sizeof(log_path)) == 0) {
-        int index = runc_command_index(argc, argv);
-        log_passthrough(log_path, name, index ? argv[index] : "", runtime);
-    }
+    if (cache_field(text, "debug-log", log_path, sizeof(log_path)) == 0)
+        log_passthrough(log_path, name, index ? argv[index] : "", bundle, runtime);
     execve(runtime, args, envp);
     free(args); /* not executable any more: Python finds out why and says so */
 }
@@ -312,8 +477,7 @@ static int is_runtime_shim(const char *program_name)
 static char **runtime_shim_prepare(const char *name, const char *self, int argc, char **argv, char **envp,
                                    char **python_env)
 {
-    if (!runc_command_needs_python(argc, argv))
-        try_runtime_passthrough(name, argc, argv, envp);
+    try_runtime_passthrough(name, argc, argv, envp);
     int fd;
     if (environ_memfd(envp, &fd) != 0)
         return NULL;

@@ -141,7 +141,8 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
     runtime = find_low_level_runtime(config.nvidia_container_runtime.runtimes, search_path, launcher_exe)
     debug_log = config.nvidia_container_runtime.debug
     runtime_cache.write_cache(environ, identity, runtime,
-                              debug_log if debug_log and debug_log != "/dev/null" else None)
+                              debug_log if debug_log and debug_log != "/dev/null" else None,
+                              runtime_cache.request_markers(config))
     log.debug("argv %s: command %s, low-level runtime %s", args, command.command, runtime)
     if command.modify:
         modify_bundle(program, command, config, environ, launcher_exe)

@@ -9,10 +9,13 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
     search-path <the PATH the runtime was looked up in>
     runtime <absolute path of the low-level runtime>
     debug-log <path>                                         (only when the config sets a debug log)
+    request-marker <string>                                  (one line each, see request_markers)
 
 The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
 view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
-its euid that no one else can write; otherwise it starts Python, which writes a fresh one. ctime is in
+its euid that no one else can write; otherwise it starts Python, which writes a fresh one. On create
+and run it also reads the bundle's config.json and execs the runtime at once when none of the request
+markers occurs in it (no GPU request is possible then, and such a config.json is left untouched). ctime is in
 the identity because no one can set it back: an edit in place that restores size and mtime still
 changes it. The cache dir is `$NVIDIA_CTK_CACHE_DIR`, else /run/nvidia-container-toolkit (tmpfs: the
 cache does not outlive a boot).
@@ -22,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import tempfile
 
 log = logging.getLogger(__name__)
 
@@ -76,59 +78,94 @@ def config_identity(path: str) -> str | None:
     return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
-def render(config: str, identity: str, path: str, runtime: str, debug_log: str | None) -> str | None:
+def request_markers(config) -> list[str]:
+    """Strings one of which occurs in every config.json that asks for a GPU, by cdi.request's rules:
+    the device variables (NVIDIA_VISIBLE_DEVICES and the swarm resource names), CUDA_VERSION (a legacy
+    CUDA image asks for all GPUs), the CDI annotation prefixes, and the device-list mount root when
+    the config accepts mounts. [] (no fast path) when one of them is empty."""
+    from cdi.request import DEVICE_LIST_MOUNT_ROOT, VISIBLE_DEVICES
+
+    swarm = [v.strip() for v in config.swarm_resource.split(",") if v.strip()]
+    markers = [VISIBLE_DEVICES, *swarm, "CUDA_VERSION", *config.cdi.annotation_prefixes]
+    if config.accept_volume_mounts:
+        markers.append(DEVICE_LIST_MOUNT_ROOT)
+    if any(not m or "\n" in m or "\0" in m for m in markers):
+        return []
+    return list(dict.fromkeys(markers))
+
+
+def render(config: str, identity: str, path: str, runtime: str, debug_log: str | None,
+           markers: list[str] = ()) -> str | None:
     """The cache text, or None when a value cannot be written on one line (then there is no cache)."""
     fields = [("config", config), ("identity", identity), ("search-path", path), ("runtime", runtime)]
     if debug_log:
         fields.append(("debug-log", debug_log))
+    fields += [("request-marker", m) for m in markers]
     if any("\n" in value or "\0" in value or not value for _, value in fields):
         return None
     return "\n".join([MAGIC, *(f"{key} {value}" for key, value in fields)]) + "\n"
 
 
-def read_cache(path: str) -> dict[str, str]:
-    """The fields of a cache file the launcher would trust (a regular file, not a symlink, owned by our
-    euid, writable by no one else); {} otherwise or when it is not a cache file."""
+def read_cache_text(path: str) -> str | None:
+    """The text of a cache file the launcher would trust (a regular file, not a symlink, owned by our
+    euid, writable by no one else, starting with the magic line); None otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
-        return {}
+        return None
     try:
         st = os.fstat(fd)
         if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
                 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_size >= MAX_CACHE_BYTES):
-            return {}
-        lines = os.read(fd, MAX_CACHE_BYTES).decode("utf-8").splitlines()
+            return None
+        text = os.read(fd, MAX_CACHE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError):
-        return {}
+        return None
     finally:
         os.close(fd)
-    if not lines or lines[0] != MAGIC:
-        return {}
-    return dict(line.split(" ", 1) for line in lines[1:] if " " in line)
+    return text if text.startswith(MAGIC + "\n") else None
 
 
-def write_cache(environ: dict[str, str], identity_before: str | None, runtime: str, debug_log: str | None) -> None:
-    """Record runtime for the launcher, if the config file is still the one that was read
-    (identity_before, taken before reading it). A cache that cannot be written only costs speed."""
+def read_cache(path: str) -> dict[str, list[str]]:
+    """The fields of a trusted cache file, each key with its values in order; {} if there is none."""
+    fields: dict[str, list[str]] = {}
+    for line in (read_cache_text(path) or "").splitlines()[1:]:
+        key, _, value = line.partition(" ")
+        fields.setdefault(key, []).append(value)
+    return fields
+
+
+def write_cache(environ: dict[str, str], identity_before: str | None, runtime: str, debug_log: str | None,
+                markers: list[str] = ()) -> None:
+    """Record runtime (and the request markers) for the launcher, if the config file is still the one
+    that was read (identity_before, taken before reading it). A cache that cannot be written only
+    costs speed."""
     config = config_path_string(environ)
     if identity_before is None or config_identity(config) != identity_before:
         return
-    text = render(config, identity_before, search_path(environ), runtime, debug_log)
+    text = render(config, identity_before, search_path(environ), runtime, debug_log, markers)
     target = cache_file(environ)
-    if text is None or read_cache(target) == dict(l.split(" ", 1) for l in text.splitlines()[1:]):
+    if text is None or read_cache_text(target) == text:
         return
     directory = os.path.dirname(target)
+    tmp = None
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".runtime-cache.", dir=directory)
+        name = os.path.join(directory, f".runtime-cache.{os.getpid()}.{os.urandom(4).hex()}")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        tmp = name
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+            os.write(fd, text.encode("utf-8"))
+            os.fchmod(fd, 0o644)  # whatever the umask: the launcher refuses group/other-writable files
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         log.debug("cannot write the passthrough cache %s: %s", target, exc)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from runtime_shim import runtime_cache
-from tests.unit.runtime_shim.argv_table import parametrize_cases
-from tests.unit.runtime_shim.shim_env import install_shim, make_shim_env
+from tests.unit.runtime_shim.argv_table import CASES, parametrize_cases
+from tests.unit.runtime_shim.shim_env import install_shim, make_bundle, make_shim_env, minimal_spec
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,50 @@ def test_launcher_decides_like_the_table(shim, case):
         assert call["env"]["CALLER_ONLY"] == "kept"
         assert call["env"]["LD_LIBRARY_PATH"] == "/caller/lib"
         assert not any(k.startswith("GCT_") for k in call["env"])
+
+
+MODIFIED = [c for c in CASES if c["modify"]]
+
+
+def _localise(case, root):
+    """The case's argv with its bundles moved under root (the parsing does not depend on the path)."""
+    argv = [a.replace("/nonexistent-gct", str(root)) for a in case["argv"]]
+    bundle = case["bundle"].replace("/nonexistent-gct", str(root))
+    return argv, root / bundle if bundle else root  # relative bundles and "" are under the cwd
+
+
+@parametrize_cases(MODIFIED)
+def test_create_without_a_request_needs_no_python(shim, case):
+    argv, bundle = _localise(case, shim.root)
+    make_bundle(bundle, minimal_spec(["FOO=bar"], annotations={"other.io/x": "y"}))
+    result = shim.run(*argv)
+    assert result.returncode == 0, result.stderr
+    assert not shim.python_ran()
+    printed = case["bundle"].replace("/nonexistent-gct", str(shim.root)) or "."  # as given; "." for the cwd
+    assert (f"passthrough of '{case['command']}' without a GPU request (bundle {printed})"
+            in shim.debug_log.read_text())
+    [call] = shim.calls()
+    assert call["argv"] == [str(shim.runtime), *argv]
+
+
+@parametrize_cases(MODIFIED)
+def test_create_with_a_marker_goes_to_python(shim, case):
+    argv, bundle = _localise(case, shim.root)
+    make_bundle(bundle, minimal_spec(["NVIDIA_VISIBLE_DEVICES=void"]))
+    assert shim.run(*argv).returncode == 0
+    assert shim.python_ran()
+    assert "no GPU requested" in shim.debug_log.read_text()
+
+
+@pytest.mark.parametrize("spec", [
+    minimal_spec(["CUDA_VERSION=12.1"]),                                  # a legacy CUDA image: all GPUs
+    minimal_spec(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=0"}),
+    minimal_spec(["A=\\u004e"]),                                          # any backslash: a JSON escape could hide one
+])
+def test_what_could_be_a_request_goes_to_python(shim, tmp_path, spec):
+    bundle = make_bundle(tmp_path / "b", spec)
+    shim.run("create", "--bundle", str(bundle), "ctr")
+    assert shim.python_ran()
 
 
 def test_passthrough_is_logged_to_the_configured_debug_log(shim):
@@ -120,8 +164,9 @@ def test_missing_config_is_cached_as_missing(shim, tmp_path):
     os.symlink(shim.runtime, tmp_path / "runc")  # the defaults: runc from PATH
     assert shim.run("state", "x", env=env).returncode == 0
     cached = runtime_cache.read_cache(runtime_cache.cache_file(env))
-    assert cached["identity"] == "missing"
-    assert cached["runtime"] == str(tmp_path / "runc")
+    assert cached["identity"] == ["missing"]
+    assert cached["runtime"] == [str(tmp_path / "runc")]
+    assert cached["request-marker"] == ["NVIDIA_VISIBLE_DEVICES", "CUDA_VERSION", "cdi.k8s.io/"]
     assert "debug-log" not in cached
     assert shim.run("state", "y", env=env).returncode == 0
     assert [c["argv"][1:] for c in shim.calls()] == [["state", "x"], ["state", "y"]]

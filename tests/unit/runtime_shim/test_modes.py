@@ -133,3 +133,34 @@ def test_read_spec_errors(tmp_path, text, message):
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(ShimError, match=message):
         read_spec(str(tmp_path))
+
+
+REQUESTS = [
+    {"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"]}},
+    {"process": {"env": ["CUDA_VERSION=12.1"]}},
+    {"process": {"env": ["DOCKER_RESOURCE_GPU=0"]}},
+    {"process": {"env": []}, "annotations": {"cdi.k8s.io/a": "nvidia.com/gpu=0"}},
+    {"process": {"env": []}, "annotations": {"example.com/cdi-b": "nvidia.com/gpu=1"}},
+    {"process": {"env": []}, "mounts": [{"source": "/dev/null", "destination": "/var/run/nvidia-container-devices/0"}]},
+]
+CONFIG_WITH_EVERY_SOURCE = ('swarm-resource = "DOCKER_RESOURCE_GPU"\naccept-nvidia-visible-devices-as-volume-mounts = true\n'
+                            '[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = ["cdi.k8s.io/", "example.com/cdi-"]\n')
+
+
+@pytest.mark.parametrize("oci", REQUESTS)
+def test_every_request_contains_a_marker(oci):
+    from runtime_shim.runtime_cache import request_markers
+
+    config = parse_config(CONFIG_WITH_EVERY_SOURCE, "t")
+    assert resolve_device_request(oci, config).is_gpu_container
+    text = json.dumps(oci)
+    assert any(marker in text for marker in request_markers(config))
+    # and without the config that enables a source, its marker is not needed
+    assert request_markers(Config()) == ["NVIDIA_VISIBLE_DEVICES", "CUDA_VERSION", "cdi.k8s.io/"]
+
+
+def test_an_empty_annotation_prefix_disables_the_fast_path():
+    from runtime_shim.runtime_cache import request_markers
+
+    config = parse_config('[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = [""]\n', "t")
+    assert request_markers(config) == []
