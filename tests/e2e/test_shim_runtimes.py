@@ -135,3 +135,21 @@ def test_only_create_starts_python(gpu_host, tmp_path):
     assert len(python_lines) == 1 and "command create" in python_lines[0]
     passthrough = [line.split("passthrough of '")[1].split("'")[0] for line in log if "passthrough of" in line]
     assert passthrough[0] == "start" and passthrough[-1] == "delete" and "state" in passthrough
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_legacy_program_name_adds_the_hook_that_injects_at_prestart(gpu_host, tmp_path, runtime):
+    """nvidia-container-runtime.legacy (the config says cdi): our prestart hook, found beside the shim,
+    reads the same config through its env and gives the container GPU 1."""
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", GPU_REPORT], glibc=True, env=["NVIDIA_VISIBLE_DEVICES=1"])
+    lifecycle = lifecycle_for(runtime, gpu_host, tmp_path)
+    lifecycle.shim = SHIM.with_name("nvidia-container-runtime.legacy")
+    hook = SHIM.with_name("nvidia-container-runtime-hook")
+    if not hook.exists():
+        pytest.skip(f"{hook} is not installed")
+    code, output, stderr = lifecycle.run(bundle)
+    assert code == 0, stderr
+    assert parse_gpu_report(output)["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[1])]
+    [entry] = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"]
+    assert entry["path"] == str(hook) and entry["args"] == ["nvidia-container-runtime-hook", "prestart"]
+    assert f"NVIDIA_CTK_CONFIG_FILE_PATH={tmp_path / 'config.toml'}" in entry["env"]
