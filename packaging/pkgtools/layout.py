@@ -123,13 +123,20 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
 
 
 def tree_size_kib(root: Path) -> int:
-    """Installed-Size as dpkg counts it: KiB per file rounded up, one per directory and symlink."""
-    total = 0
+    """Installed-Size as dpkg counts it: KiB per file rounded up (hard links once), one per directory
+    and symlink."""
+    total, seen = 0, set()
     for path in root.rglob("*"):
         st = path.lstat()
-        total += -(-st.st_size // 1024) if stat.S_ISREG(st.st_mode) else 1
+        if stat.S_ISREG(st.st_mode):
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += -(-st.st_size // 1024)
+        else:
+            total += 1
     return total
 
 
 def copy_tree(src: Path, dest: Path) -> None:
-    shutil.copytree(src, dest, symlinks=True)
+    """A copy that keeps symlinks, modes and hard links."""
+    run(["cp", "-a", str(src), str(dest)], "copying the staged tree")

@@ -14,7 +14,7 @@ Inside, on Debian's /usr/bin/python3 (never the first python3 on PATH, REFERENCE
   4. install_launchers PREFIX/bin (the root-run programs, with PREFIX's paths baked in)
   5. drop what a packaged environment does not need (pip, setuptools, activate scripts, the
      test-only launcher probe, other distributions' console scripts), strip debug info from the
-     ELF files (it names the temp build dirs)
+     ELF files (it names the temp build dirs), hard-link the identical launchers
   6. copy PREFIX into the staging root
 
 Run `python3 venv_build.py --help` for the inner step; build_environment() is the outer one.
@@ -140,6 +140,22 @@ def _strip(prefix: Path) -> None:
             run(["strip", "--strip-unneeded", str(path)], "stripping an ELF file")
 
 
+def _link_identical_launchers(bindir: Path) -> None:
+    """The launchers are one binary under several names: hard links keep one copy (the launcher
+    reads its name from /proc/self/exe, which names the link it was started through)."""
+    first_by_content: dict[bytes, Path] = {}
+    for path in sorted(bindir.iterdir()):
+        if path.is_symlink() or not _is_elf(path):
+            continue
+        data = path.read_bytes()
+        if data in first_by_content:
+            tmp = path.with_name(f".{path.name}.link")
+            os.link(first_by_content[data], tmp)
+            os.replace(tmp, path)
+        else:
+            first_by_content[data] = path
+
+
 def inner_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the in-namespace step of the environment build")
     for name in ("--source", "--upper", "--overlay-work", "--tree", "--wheel-dir", "--report"):
@@ -167,6 +183,7 @@ def inner_main(argv: list[str] | None = None) -> int:
         programs = installed.stdout.split(":", 1)[1].split() if ":" in installed.stdout else []
         _prune(prefix)
         _strip(prefix)
+        _link_identical_launchers(prefix / "bin")
         freeze = run([f"{PREFIX}/bin/python", "-I", "-c",
                       "import importlib.metadata as m\n"
                       "for d in sorted(m.distributions(), key=lambda d: d.metadata['Name'].lower()):\n"

@@ -215,6 +215,8 @@ def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
         # the baked paths are the installed ones
         assert f"{PREFIX}/bin/python".encode() in data
         assert f"{PREFIX}/lib/python3.".encode() in data
+    launchers = {(deb_tree / PREFIX[1:] / "bin" / p).stat().st_ino for p in PROGRAMS if p != "nvidia-ctk"}
+    assert len(launchers) == 1, "the launchers are hard links of one binary"
     assert not (deb_tree / PREFIX[1:] / "bin/gct-launcher-probe").exists()
     assert not (deb_tree / PREFIX[1:] / "bin/pip").exists()
     assert (deb_tree / PREFIX[1:] / "bin/nvidia-ctk").read_text().startswith(f"#!{PREFIX}/bin/python")
