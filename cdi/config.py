@@ -8,10 +8,10 @@ new toolkits share config files). Read with the stdlib tomllib: this runs on eve
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass, field, fields, replace
 
 from cdi.errors import ConfigError, InvalidNameError
 from cdi.qualified_name import parse_kind
+from cdi.record import MISSING, Record, field, fields, is_record, replace
 
 
 def _log():
@@ -38,8 +38,7 @@ def _key(name: str, default: object, choices: tuple[str, ...] | None = None) -> 
     return field(default=default, metadata=meta)
 
 
-@dataclass(frozen=True)
-class CliConfig:  # [nvidia-container-cli]
+class CliConfig(Record, frozen=True):  # [nvidia-container-cli]
     root: str = _key("root", "")                      # driver root, "" = /
     path: str = _key("path", "")
     environment: tuple[str, ...] = _key("environment", [])
@@ -51,32 +50,27 @@ class CliConfig:  # [nvidia-container-cli]
     ldconfig: str = _key("ldconfig", "@/sbin/ldconfig")  # "@" = a host binary
 
 
-@dataclass(frozen=True)
-class CdiModeConfig:  # [nvidia-container-runtime.modes.cdi]
+class CdiModeConfig(Record, frozen=True):  # [nvidia-container-runtime.modes.cdi]
     spec_dirs: tuple[str, ...] = _key("spec-dirs", ["/etc/cdi", "/var/run/cdi"])
     default_kind: str = _key("default-kind", "nvidia.com/gpu")
     annotation_prefixes: tuple[str, ...] = _key("annotation-prefixes", ["cdi.k8s.io/"])
 
 
-@dataclass(frozen=True)
-class CsvModeConfig:  # [nvidia-container-runtime.modes.csv]
+class CsvModeConfig(Record, frozen=True):  # [nvidia-container-runtime.modes.csv]
     mount_spec_path: str = _key("mount-spec-path", "/etc/nvidia-container-runtime/host-files-for-container.d")
 
 
-@dataclass(frozen=True)
-class LegacyModeConfig:  # [nvidia-container-runtime.modes.legacy]
+class LegacyModeConfig(Record, frozen=True):  # [nvidia-container-runtime.modes.legacy]
     cuda_compat_mode: str = _key("cuda-compat-mode", "ldconfig", ("ldconfig", "mount", "disabled", "hook"))
 
 
-@dataclass(frozen=True)
-class ModesConfig:
+class ModesConfig(Record, frozen=True):
     cdi: CdiModeConfig = _key("cdi", CdiModeConfig())
     csv: CsvModeConfig = _key("csv", CsvModeConfig())
     legacy: LegacyModeConfig = _key("legacy", LegacyModeConfig())
 
 
-@dataclass(frozen=True)
-class RuntimeConfig:  # [nvidia-container-runtime]
+class RuntimeConfig(Record, frozen=True):  # [nvidia-container-runtime]
     debug: str = _key("debug", "/dev/null")
     log_level: str = _key("log-level", "info", LOG_LEVELS)
     runtimes: tuple[str, ...] = _key("runtimes", ["runc", "crun"])
@@ -84,19 +78,16 @@ class RuntimeConfig:  # [nvidia-container-runtime]
     modes: ModesConfig = _key("modes", ModesConfig())
 
 
-@dataclass(frozen=True)
-class RuntimeHookConfig:  # [nvidia-container-runtime-hook]
+class RuntimeHookConfig(Record, frozen=True):  # [nvidia-container-runtime-hook]
     path: str = _key("path", "nvidia-container-runtime-hook")
     skip_mode_detection: bool = _key("skip-mode-detection", False)
 
 
-@dataclass(frozen=True)
-class CtkConfig:  # [nvidia-ctk]
+class CtkConfig(Record, frozen=True):  # [nvidia-ctk]
     path: str = _key("path", "nvidia-ctk")
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(Record, frozen=True):
     accept_envvar_unprivileged: bool = _key("accept-nvidia-visible-devices-envvar-when-unprivileged", True)
     accept_volume_mounts: bool = _key("accept-nvidia-visible-devices-as-volume-mounts", False)
     disable_require: bool = _key("disable-require", False)
@@ -167,7 +158,7 @@ def _build(cls: type, table: dict, prefix: str, source: str) -> object:
         default = f.default if f.default_factory is MISSING else f.default_factory()
         if key == "features" and cls is Config:
             kwargs[f.name] = _features(value, source)
-        elif hasattr(default, "__dataclass_fields__"):
+        elif is_record(default):
             if not isinstance(value, dict):
                 raise ConfigError(f"{dotted} must be a table, not {type(value).__name__}", source)
             kwargs[f.name] = _build(type(default), value, f"{dotted}.", source)

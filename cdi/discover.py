@@ -33,13 +33,13 @@ import posixpath
 import stat
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from cdi.driver_files import (BINARY, FIRMWARE, IPC_SOCKET, LIBRARY, LIBRARY32, MPS_DIR, DriverFiles,
                               DriverFilesError, locate_driver_files, parse_capabilities)
 from cdi.driver_root import DriverRoot
 from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
+from cdi.record import Record
 from cdi.spec import ContainerEdits, Device, DeviceNode, Hook, Mount
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,7 @@ def hook_args(links: Iterable[tuple[str, str]], folders: Iterable[str], ldconfig
     return args
 
 
-@dataclass(frozen=True)
-class _Node:
+class _Node(Record, frozen=True):
     path: str        # in the container
     host_path: str
     major: int

@@ -25,12 +25,12 @@ import posixpath
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from cdi.driver_root import DriverRoot, DriverRootError, SymlinkLoopError
 from cdi.elf import EM_386, EM_AARCH64, EM_X86_64, ElfError, read_elf_library
 from cdi.errors import CdiError
 from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
+from cdi.record import Record
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,7 @@ _CAPABILITY_OF_LIBRARY = {name: cap for cap, names in LIBRARIES.items() for name
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
 
 
-@dataclass(frozen=True)
-class _Abi:
+class _Abi(Record, frozen=True):
     cache_arch: int           # ld.so.cache flags & 0xff00
     elf_machine: int
     is_64bit: bool
@@ -100,14 +99,12 @@ class DriverFilesError(CdiError):
     """Discovery cannot run: bad root, version or capability, or an unreadable ld.so.cache."""
 
 
-@dataclass(frozen=True)
-class Symlink:
+class Symlink(Record, frozen=True):
     path: str      # absolute path of the link in the container
     target: str    # what it points to: a file name in the same directory
 
 
-@dataclass(frozen=True)
-class DriverFile:
+class DriverFile(Record, frozen=True):
     kind: str            # LIBRARY, LIBRARY32, BINARY, FIRMWARE, IPC_SOCKET or MPS_DIR
     capability: str      # the capability that brings it (COMMON for firmware)
     host_path: str       # absolute on the host: driver root + canonical path in the root
@@ -116,8 +113,7 @@ class DriverFile:
     symlinks: tuple[Symlink, ...] = ()   # links a library needs next to it in the container
 
 
-@dataclass(frozen=True)
-class DriverFiles:
+class DriverFiles(Record, frozen=True):
     root: str
     driver_version: str
     files: tuple[DriverFile, ...]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from cdi.errors import CdiError
+from cdi.record import Record
 
 ELF_MAGIC = b"\x7fELF"
 ET_DYN = 3
@@ -39,8 +39,7 @@ class ElfError(CdiError):
     """The file (`where`) is not a readable ELF shared object."""
 
 
-@dataclass(frozen=True)
-class ElfLibrary:
+class ElfLibrary(Record, frozen=True):
     is_64bit: bool
     machine: int           # e_machine, e.g. EM_X86_64
     soname: str | None     # DT_SONAME, None when the library has none

@@ -5,11 +5,10 @@ NVIDIA_REQUIRE_* checks, discovery and `nvidia-ctk info`. Nothing here talks to 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from cdi.record import Record, field
 
 
-@dataclass(frozen=True)
-class MigDevice:
+class MigDevice(Record, frozen=True):
     parent_index: int    # index of the parent GPU
     index: int           # MIG device index within its parent (0..), as in `<gpu>:<mig>`
     uuid: str            # "MIG-<uuid>"
@@ -21,8 +20,7 @@ class MigDevice:
     memory_total: int = 0  # bytes
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(Record, frozen=True):
     index: int                 # NVML index, 0..n-1 as this process sees them
     minor: int                 # /dev/nvidia<minor>
     uuid: str                  # "GPU-<uuid>"
@@ -36,8 +34,7 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = field(default_factory=tuple)
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(Record, frozen=True):
     driver_version: str        # e.g. "550.54.15"
     cuda_version: str          # e.g. "12.4"
     gpus: tuple[Gpu, ...] = field(default_factory=tuple)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from cdi.errors import CdiError
 
@@ -59,12 +58,44 @@ class LdCacheError(CdiError):
     """The cache file (`where`) cannot be read or is not a valid ld.so.cache."""
 
 
-@dataclass(frozen=True, slots=True)
 class LdCacheEntry:
+    """One entry of the cache, immutable. A plain class with __slots__ rather than a cdi.record.Record:
+    a host's cache holds hundreds of entries, read at every GPU container start, and a generic
+    constructor would cost more than the parse."""
+    __slots__ = ("soname", "path", "flags", "hwcap")
+
     soname: str     # the lookup key, e.g. "libcuda.so.1"
     path: str       # where ld.so finds it, as seen from the root the cache was built for
     flags: int
-    hwcap: int = 0
+    hwcap: int
+
+    def __init__(self, soname: str, path: str, flags: int, hwcap: int = 0) -> None:
+        set_field = object.__setattr__
+        set_field(self, "soname", soname)
+        set_field(self, "path", path)
+        set_field(self, "flags", flags)
+        set_field(self, "hwcap", hwcap)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _key(self) -> tuple:
+        return (self.soname, self.path, self.flags, self.hwcap)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"LdCacheEntry(soname={self.soname!r}, path={self.path!r}, flags={self.flags!r}, "
+                f"hwcap={self.hwcap!r})")
 
     @property
     def is_elf(self) -> bool:

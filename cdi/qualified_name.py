@@ -7,9 +7,9 @@ Dots in a class are a 0.6.0 feature; the parser accepts them and cdi.spec_versio
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from cdi.errors import InvalidNameError
+from cdi.record import Record
 
 # Long enough for any real name; bounds what a hostile annotation can make us carry around.
 MAX_NAME_LENGTH = 256
@@ -22,8 +22,7 @@ KIND_PATTERN = r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_.-]*
 NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$"
 
 
-@dataclass(frozen=True)
-class QualifiedName:
+class QualifiedName(Record, frozen=True):
     vendor: str
     cls: str
     name: str

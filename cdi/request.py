@@ -10,12 +10,12 @@ read with the last occurrence of a variable winning (docker `-e` plus `--gpus` g
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from cdi.annotations import devices_from_annotations
 from cdi.config import Config
 from cdi.errors import InvalidNameError, RequestError
 from cdi.qualified_name import parse_qualified_name, qualify
+from cdi.record import Record, field
 from cdi.require import Requirement, requirements_from_env
 
 
@@ -52,8 +52,7 @@ ID_FORMS = (
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 
 
-@dataclass(frozen=True)
-class DeviceRequest:
+class DeviceRequest(Record, frozen=True):
     source: str = ""                      # "annotation", "mount", "env"; "" when no GPU is asked for
     where: str = ""                       # the variable, annotation or mount the ids came from
     devices: tuple[str, ...] = ()         # ids in request order: "all", "0", "GPU-..", "nvidia.com/gpu=0", ...

@@ -8,11 +8,11 @@ GPU (a MIG device by its parent), so `arch>=8.0` with two GPUs needs both to be 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Iterable
 
 from cdi.errors import RequirementError
 from cdi.inventory import Gpu, Inventory
+from cdi.record import Record
 
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 VERSION_KEYS = ("cuda", "driver", "arch")
@@ -23,8 +23,7 @@ _VERSION = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,3}$")
 _BRAND = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-@dataclass(frozen=True)
-class Constraint:
+class Constraint(Record, frozen=True):
     key: str
     op: str
     value: str
@@ -46,8 +45,7 @@ class Constraint:
         return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[self.op]
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(Record, frozen=True):
     variable: str
     alternatives: tuple[tuple[Constraint, ...], ...]  # OR of ANDs
 

@@ -4,17 +4,15 @@ gets exactly what it asked for or does not start.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cdi.errors import RequestError
 from cdi.inventory import Gpu, Inventory, MigDevice
 from cdi.qualified_name import parse_qualified_name
+from cdi.record import Record
 from cdi.request import DeviceRequest, check_device_id, classify_id
 from cdi.require import check_requirements
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(Record, frozen=True):
     gpus: tuple[Gpu, ...] = ()               # whole GPUs, in request order
     mig_devices: tuple[MigDevice, ...] = ()  # MIG devices, in request order
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, fields
 
 from cdi.errors import SpecError
+from cdi.record import Record, field, fields
 
-# value kinds of a field: a scalar type name, a list of one, a str->str map, or a nested dataclass
+# value kinds of a field: a scalar type name, a list of one, a str->str map, or a nested record
 STR, INT, BOOL, STRS, INTS, STRMAP = "str", "int", "bool", "strs", "ints", "strmap"
 
 
@@ -25,8 +25,7 @@ def _json(key: str, kind: object, default: object = None, required: bool = False
     return field(default=default, metadata=meta)
 
 
-@dataclass
-class DeviceNode:
+class DeviceNode(Record):
     path: str = _json("path", STR, required=True)
     host_path: str | None = _json("hostPath", STR)
     type: str | None = _json("type", STR)
@@ -38,16 +37,14 @@ class DeviceNode:
     gid: int | None = _json("gid", INT)
 
 
-@dataclass
-class Mount:
+class Mount(Record):
     host_path: str = _json("hostPath", STR, required=True)
     container_path: str = _json("containerPath", STR, required=True)
     options: list[str] = _json("options", STRS, [])
     type: str | None = _json("type", STR)
 
 
-@dataclass
-class Hook:
+class Hook(Record):
     hook_name: str = _json("hookName", STR, required=True)
     path: str = _json("path", STR, required=True)
     args: list[str] = _json("args", STRS, [])
@@ -55,8 +52,7 @@ class Hook:
     timeout: int | None = _json("timeout", INT)
 
 
-@dataclass
-class IntelRdt:
+class IntelRdt(Record):
     clos_id: str | None = _json("closID", STR)
     l3_cache_schema: str | None = _json("l3CacheSchema", STR)
     mem_bw_schema: str | None = _json("memBwSchema", STR)
@@ -64,14 +60,12 @@ class IntelRdt:
     enable_mbm: bool | None = _json("enableMBM", BOOL)
 
 
-@dataclass
-class NetDevice:
+class NetDevice(Record):
     host_interface_name: str = _json("hostInterfaceName", STR, required=True)
     name: str = _json("name", STR, required=True)
 
 
-@dataclass
-class ContainerEdits:
+class ContainerEdits(Record):
     env: list[str] = _json("env", STRS, [])
     device_nodes: list[DeviceNode] = _json("deviceNodes", [DeviceNode], [])
     mounts: list[Mount] = _json("mounts", [Mount], [])
@@ -97,15 +91,13 @@ class ContainerEdits:
         return self
 
 
-@dataclass
-class Device:
+class Device(Record):
     name: str = _json("name", STR, required=True)
     annotations: dict[str, str] = field(default_factory=dict, metadata={"json": "annotations", "kind": STRMAP})
     container_edits: ContainerEdits = _json("containerEdits", ContainerEdits, required=True)
 
 
-@dataclass
-class Spec:
+class Spec(Record):
     version: str | None = _json("cdiVersion", STR, required=True)  # None: written as the oldest version the content needs
     kind: str = _json("kind", STR, required=True)
     annotations: dict[str, str] = field(default_factory=dict, metadata={"json": "annotations", "kind": STRMAP})

@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from dataclasses import asdict
 
 import click
 
@@ -38,6 +37,7 @@ def info(driver_root: str | None, output_format: str) -> None:
     from cdi.driver_root import resolve_driver_root
     from cdi.errors import CdiError
     from cdi.nvml import load_inventory
+    from cdi.record import asdict
 
     try:
         root = resolve_driver_root(driver_root, _config_root(driver_root))

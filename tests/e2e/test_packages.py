@@ -110,9 +110,8 @@ def leak_needles(built) -> list[str]:
 # --- the default config (no build needed) ---------------------------------------------------------
 
 def test_default_config_lists_every_key_commented_with_its_default():
-    from dataclasses import MISSING, fields, replace
-
     from cdi.config import Config, parse_config
+    from cdi.record import MISSING, fields, is_record, replace
 
     text = (PACKAGING / "config" / "config.toml").read_text()
     # as shipped: every key commented, so the file means the built-in defaults
@@ -129,7 +128,7 @@ def test_default_config_lists_every_key_commented_with_its_default():
             if not name or name == "features":
                 continue
             default = f.default if f.default_factory is MISSING else f.default_factory()
-            if hasattr(default, "__dataclass_fields__"):
+            if is_record(default):
                 yield from keys(type(default), f"{prefix}{name}.")
             else:
                 yield prefix, name

@@ -284,7 +284,7 @@ def test_other_models_report_their_own_identity_and_profiles(tmp_path_factory):
 def test_load_inventory_matches_the_marker(a100):
     code = f"""
 import json
-from dataclasses import asdict
+from cdi.record import asdict
 from cdi.nvml import load_inventory
 print(json.dumps(asdict(load_inventory({a100!r}))))
 """

@@ -1,11 +1,11 @@
 """The request resolver: precedence, every id form, capabilities, privileged-only variables, and
 hostile input (always a RequestError naming the offender, never a traceback)."""
-from dataclasses import replace
 
 import pytest
 
 from cdi.config import Config, parse_config
 from cdi.errors import RequestError, RequirementError
+from cdi.record import replace
 from cdi.request import container_env, is_privileged, resolve_device_request
 
 DEFAULT = Config()

@@ -1,7 +1,6 @@
 """cdi.discover over a simulated host: per-device and common edits, the hook entry, naming."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 
@@ -9,6 +8,7 @@ import pytest
 
 from cdi.discover import (ALL_DEVICE, HOOK_ENV, DiscoveryError, EditsBuilder, build_edits, build_spec_devices,
                           default_hook_path, device_names)
+from cdi.record import replace
 from cdi.selection import Selection
 from hook.cdi_hook import parse_args
 from tests.unit.cdi_generate.conftest import VERSION
@@ -115,7 +115,7 @@ def test_edits_for_a_request_hold_common_edits_once_and_shared_nodes_once(sim_ho
 
 
 def test_a_missing_gpu_node_is_an_error_naming_it(sim_host, sim_inventory):
-    ghost = dataclasses.replace(sim_inventory.gpus[0], index=7, minor=7)
+    ghost = replace(sim_inventory.gpus[0], index=7, minor=7)
     with pytest.raises(DiscoveryError) as err:
         builder(sim_host, sim_inventory).device_edits(ghost)
     assert err.value.where == f"{sim_host}/dev/nvidia7" and "GPU 7" in err.value.what
