@@ -14,22 +14,17 @@ import gc
 
 gc.disable()  # a short-lived process that ends in exec: the cyclic collector only costs time (~10%)
 
-import logging  # noqa: E402  (after gc.disable: the imports below are most of the start-up)
-import os  # noqa: E402
+import os  # noqa: E402  (after gc.disable: the imports below are most of the start-up)
 import sys  # noqa: E402
 
 from cdi.errors import CdiError  # noqa: E402
 from runtime_shim import runtime_cache  # noqa: E402
 from runtime_shim.errors import ShimError, append_line, runc_log_line  # noqa: E402
 from runtime_shim.runc_argv import RuncCommand, parse_runc_argv  # noqa: E402
-
-log = logging.getLogger("nvidia-container-runtime")
+from runtime_shim.shim_log import log  # noqa: E402
 
 ENVIRON_FD = "GCT_LAUNCHER_ENVIRON_FD"
 LAUNCHER_EXE = "GCT_LAUNCHER_EXE"
-LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-              "warning": logging.WARNING, "error": logging.ERROR, "fatal": logging.CRITICAL,
-              "panic": logging.CRITICAL}
 
 
 def caller_environment() -> dict[str, str]:
@@ -52,39 +47,11 @@ def caller_environment() -> dict[str, str]:
     return environ
 
 
-class _RuncFormat(logging.Formatter):
-    def __init__(self, log_format: str, program: str):
-        super().__init__()
-        self.log_format, self.program = log_format, program
-
-    def format(self, record: logging.LogRecord) -> str:
-        level = {"WARNING": "warning", "CRITICAL": "fatal"}.get(record.levelname, record.levelname.lower())
-        message = f"{self.program}: {record.getMessage()}"
-        return runc_log_line(message, level, self.log_format, record.created).rstrip("\n")
-
-
 def setup_logging(program: str, config, command: RuncCommand) -> None:
     """The debug log of the config (`nvidia-container-runtime.debug`, at `log-level`), and warnings
-    and errors also in runc's --log file, where engines look for them."""
+    also in runc's --log file, where engines look for them."""
     settings = config.nvidia_container_runtime
-    root = logging.getLogger()
-    root.setLevel(LOG_LEVELS.get(settings.log_level, logging.INFO))
-    if settings.debug and settings.debug != "/dev/null":
-        try:
-            handler = logging.FileHandler(settings.debug, encoding="utf-8")
-        except OSError as exc:
-            raise ShimError(f"cannot open the debug log: {exc.strerror}", settings.debug) from None
-        handler.setFormatter(_RuncFormat("text", program))
-        root.addHandler(handler)
-    if command.log_file:
-        try:
-            runc_log = logging.FileHandler(command.log_file, encoding="utf-8", delay=True)
-        except OSError:
-            return  # runc itself will complain about its log file
-        runc_log.setLevel(logging.WARNING)
-        runc_log.addFilter(lambda record: record.levelno < logging.ERROR)  # errors: report() writes them
-        runc_log.setFormatter(_RuncFormat(command.log_format, program))
-        root.addHandler(runc_log)
+    log.configure(program, settings.log_level, settings.debug, command.log_file, command.log_format)
 
 
 def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str, str],
@@ -172,15 +139,13 @@ def main() -> int:
         environ = caller_environment()
         runtime = run(program, args, environ, launcher_exe)
     except CdiError as exc:
-        if logging.getLogger().handlers:  # the debug log, once the config has named one
-            log.error("%s", exc)
+        log.error("%s", exc)  # the debug log, once the config has named one
         report(program, exc, args)
         return 1
     except Exception as exc:  # an unforeseen failure still ends in one line, the details in the debug log
-        log.debug("unexpected failure", exc_info=True)
+        log.exception_details()
         report(program, ShimError(f"unexpected {type(exc).__name__}: {exc}"), args)
         return 1
-    logging.shutdown()
     try:
         os.execve(runtime, [runtime, *args], environ)
     except OSError as exc:

@@ -24,15 +24,14 @@ time: it is removed.
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 
 from cdi.config import Config
 from cdi.errors import RequestError
 from cdi.request import ALL_CAPABILITIES, DeviceRequest, classify_id
 from runtime_shim.errors import ShimError
+from runtime_shim.shim_log import log
 
-log = logging.getLogger(__name__)
 
 HOOK_NAME = "nvidia-container-runtime-hook"
 HOOK_ENV_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 # name -> takes a value (False: boolean). Aliases share one entry through _ALIASES.
 GLOBAL_FLAGS = {"debug": False, "log": True, "log-format": True, "root": True, "criu": True,
@@ -49,14 +48,23 @@ class ArgvError(ValueError):
     """runc would refuse this command line (it prints usage and runs nothing)."""
 
 
-@dataclass(frozen=True)
 class RuncCommand:
-    command: str | None            # the subcommand runc runs; None for none (help, version, usage error)
-    global_flags: dict[str, str]   # as given (booleans as "true"/"false"), last occurrence wins
-    modify: bool = False           # a valid create/run: the shim edits its bundle
-    bundle: str | None = None      # as given; None or "" means the current directory
-    container_id: str | None = None
-    error: str = ""                # why runc would refuse it (then modify is False)
+    """What runc does with a command line (a plain class: dataclasses cost milliseconds to import)."""
+
+    __slots__ = ("command", "global_flags", "modify", "bundle", "container_id", "error")
+
+    def __init__(self, command: str | None, global_flags: dict[str, str], modify: bool = False,
+                 bundle: str | None = None, container_id: str | None = None, error: str = ""):
+        self.command = command            # the subcommand runc runs; None: none (help, version, usage error)
+        self.global_flags = global_flags  # as given (booleans as "true"/"false"), last occurrence wins
+        self.modify = modify              # a valid create/run: the shim edits its bundle
+        self.bundle = bundle              # as given; None or "" means the current directory
+        self.container_id = container_id
+        self.error = error                # why runc would refuse it (then modify is False)
+
+    def __repr__(self) -> str:
+        return (f"RuncCommand(command={self.command!r}, modify={self.modify}, bundle={self.bundle!r}, "
+                f"error={self.error!r})")
 
     def bundle_dir(self, cwd: str | None = None) -> str:
         """The bundle directory runc will chdir into, made absolute against cwd."""

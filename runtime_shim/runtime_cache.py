@@ -22,11 +22,11 @@ cache does not outlive a boot).
 """
 from __future__ import annotations
 
-import logging
 import os
 import stat
 
-log = logging.getLogger(__name__)
+from runtime_shim.shim_log import log
+
 
 MAGIC = "gct-runtime-cache 1"
 MAX_CACHE_BYTES = 16384  # the launcher's read buffer

@@ -201,3 +201,16 @@ def test_debug_log_names_the_mode(shim, tmp_path):
     bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"]))
     assert create(shim, bundle).returncode == 0
     assert "container ctr asks for 1 (NVIDIA_VISIBLE_DEVICES): mode cdi" in shim.debug_log.read_text()
+
+
+def test_a_broken_spec_file_is_a_warning_in_runcs_log(shim, tmp_path):
+    (shim.spec_dir / "broken.json").write_text('{"cdiVersion": "0.5.0", "kind": "other.example/x"}')
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"]))
+    result = create(shim, bundle)
+    assert result.returncode == 0, result.stderr
+    [line] = (bundle / "log.json").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["level"] == "warning"
+    assert entry["msg"].startswith("nvidia-container-runtime: CDI spec skipped: ")
+    assert str(shim.spec_dir / "broken.json") in entry["msg"]
+    assert "CDI spec skipped" in shim.debug_log.read_text()
