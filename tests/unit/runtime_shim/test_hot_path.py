@@ -50,3 +50,13 @@ def test_create_imports_nothing_heavy(tmp_path):
     assert "/dev/nvidia0" in (gpu / "config.json").read_text()
     plain = make_bundle(tmp_path / "plain", minimal_spec(["NVIDIA_VISIBLE_DEVICES=void"]))
     assert run_create(tmp_path, plain) == []                    # no request: not even the spec dirs
+
+
+def test_the_shims_own_modules_import_neither_logging_nor_dataclasses():
+    code = ("import sys; sys.path[:0] = [%r]\n"
+            "import runtime_shim.main, runtime_shim.bundle_spec, runtime_shim.low_level, runtime_shim.runtime_cache\n"
+            "print(sorted(m for m in ('logging', 'dataclasses', 'tempfile', 'inspect') if m in sys.modules))"
+            % str(REPO))
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
