@@ -11,6 +11,7 @@ the dependencies. See docs/packaging.md.
 from __future__ import annotations
 
 import argparse
+import email.utils
 import os
 import shutil
 import sys
@@ -50,6 +51,9 @@ def build(out_dir: Path, formats: tuple[str, ...], workdir: Path, pip_cache: Pat
     if latest.package != project.name or upstream != project.version:
         raise BuildError(f"the newest changelog entry is {latest.package} {latest.version}, but pyproject.toml "
                          f"says {project.name} {project.version}", "packaging/changelog")
+    # file dates, archive member dates and the rpm build time are the changelog's date, not the build's
+    os.environ.setdefault("SOURCE_DATE_EPOCH",
+                          str(int(email.utils.parsedate_to_datetime(latest.date).timestamp())))
     source = snapshot(REPO, workdir / "source")
     env = build_environment(source, workdir / "env", workdir / "wheels", pip_cache)
     out_dir.mkdir(parents=True, exist_ok=True)

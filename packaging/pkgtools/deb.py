@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from pkgtools.errors import BuildError, run
-from pkgtools.layout import Staged, copy_tree, render, substitutions, tree_size_kib
+from pkgtools.layout import Staged, copy_tree, render, set_mtimes, substitutions, tree_size_kib
 from pkgtools.metadata import DESCRIPTION, REPLACED, RUNTIMES, SUMMARY
 from pkgtools.source import Project
 
@@ -77,6 +77,7 @@ def build_deb(staged: Staged, project: Project, version: str, maintainer: str, d
         script = control_dir / name
         script.write_text(render(packaging / "debian" / name, values))
         os.chmod(script, 0o755)
+    set_mtimes(root)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{project.name}_{version}_amd64.deb"
     run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(target)], "dpkg-deb --build")

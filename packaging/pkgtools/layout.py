@@ -119,7 +119,17 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
     if flavour is DEB:
         _write(dest, f"{DOC_DIR}/changelog.Debian.gz", debian_changelog_gz(changelog_text), 0o644)
     _normalise_modes(dest)
+    set_mtimes(dest)
     return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file), programs)
+
+
+def set_mtimes(root: Path) -> None:
+    """Every mtime = $SOURCE_DATE_EPOCH (the changelog's date): the dates say which release, not when it was built."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if not epoch:
+        return
+    for path in [*root.rglob("*"), root]:
+        os.utime(path, (int(epoch), int(epoch)), follow_symlinks=False)
 
 
 def tree_size_kib(root: Path) -> int:

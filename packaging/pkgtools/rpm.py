@@ -61,7 +61,9 @@ def build_rpm(staged: Staged, project: Project, version: str, release: str, requ
     out_dir.mkdir(parents=True, exist_ok=True)
     name = f"{project.name}-{version}-{release}.x86_64.rpm"
     run(["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {topdir}", "--define", f"_rpmdir {out_dir}",
-         "--define", f"_build_name_fmt {name}", "--define", "_binary_payload w6.xzdio", "--define", "_buildhost localhost", str(spec)], "rpmbuild")
+         "--define", f"_build_name_fmt {name}", "--define", "_binary_payload w6.xzdio", "--define", "_buildhost localhost",
+         "--define", "use_source_date_epoch_as_buildtime 1", "--define", "clamp_mtime_to_source_date_epoch 1",
+         str(spec)], "rpmbuild")
     target = out_dir / name
     if not target.is_file():
         raise BuildError("rpmbuild wrote no package", str(target))

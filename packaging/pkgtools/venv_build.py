@@ -69,7 +69,7 @@ def clean_env(pip_cache: Path) -> dict[str, str]:
     proxy settings of the build host stay. The cache is our own: pip's default one may hold wheels
     that another interpreter built (with its RUNPATH baked in)."""
     keep = {k: v for k, v in os.environ.items()
-            if k.startswith("PIP_") or k.lower().endswith("_proxy") or k in ("HOME", "SSL_CERT_FILE", "CC")}
+            if k.startswith("PIP_") or k.lower().endswith("_proxy") or k in ("HOME", "SSL_CERT_FILE", "CC", "SOURCE_DATE_EPOCH")}
     return {**keep, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "PIP_CACHE_DIR": str(pip_cache),
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
