@@ -64,10 +64,12 @@ def run(runs: int) -> str:
         assert json.loads(edited) != json.loads(gpu_config), "the shim did not edit config.json"
         runc_edited = time_lifecycles("runc on the shim's config.json (edits only)", ["runc"], gpu, runs, env,
                                       restore_config=edited)
+        # the machine drifts while the rows run one after another: the baseline again, at the end
+        again = time_lifecycles("runc, no GPU (again, after the other rows)", ["runc"], plain, runs, env)
         runc_state, shim_state = _passthrough_rows(env, tmp / "state", plain, runs)
 
     lines = [report("runtime shim lifecycle (create/start/wait/delete), busybox `true`",
-                    [baseline, shim_plain, shim_gpu, runc_edited], baseline),
+                    [baseline, shim_plain, shim_gpu, runc_edited, again], baseline),
              report("passthrough", [runc_state, shim_state], runc_state),
              _verdict("lifecycle, shim with 1 GPU vs plain runc", shim_gpu, baseline, LIFECYCLE_GOAL),
              _verdict("lifecycle, shim with 1 GPU vs runc on the same edits", shim_gpu, runc_edited, LIFECYCLE_GOAL),
