@@ -27,7 +27,6 @@ Decisions:
 """
 from __future__ import annotations
 
-import logging
 import os
 import posixpath
 import stat
@@ -39,10 +38,11 @@ from cdi.driver_files import (BINARY, FIRMWARE, IPC_SOCKET, LIBRARY, LIBRARY32, 
 from cdi.driver_root import DriverRoot
 from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
+from cdi.log import get_logger
 from cdi.record import Record
 from cdi.spec import ContainerEdits, Device, DeviceNode, Hook, Mount
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # imports logging only when a message can be shown
 
 HOOK_PROGRAM = "nvidia-cdi-hook"
 DEFAULT_HOOK_PATH = "/usr/bin/nvidia-cdi-hook"

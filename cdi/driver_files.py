@@ -19,7 +19,6 @@ reached through a link.
 from __future__ import annotations
 
 import fnmatch
-import logging
 import os
 import posixpath
 import re
@@ -30,9 +29,10 @@ from cdi.driver_root import DriverRoot, DriverRootError, SymlinkLoopError
 from cdi.elf import EM_386, EM_AARCH64, EM_X86_64, ElfError, read_elf_library
 from cdi.errors import CdiError
 from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
+from cdi.log import get_logger
 from cdi.record import Record
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # imports logging only when a message can be shown
 
 # Library names (the part of the soname before ".so") per capability.
 LIBRARIES = {

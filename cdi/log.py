@@ -1,0 +1,46 @@
+"""Loggers that import `logging` only when a message can be shown.
+
+Importing logging costs several milliseconds (it imports traceback, linecache, tokenize, weakref,
+string, threading ...), and the prestart hook runs at every GPU container start with nobody
+configuring logging. Discovery logs debug messages on ordinary paths (a missing firmware directory,
+a binary that is not installed), which nobody sees unless a program turned logging on.
+
+So a LazyLogger passes a debug or info message on only when logging is already imported: if it is
+not, nobody has configured it, the root logger's level is still WARNING and the message would be
+dropped anyway. Warnings and errors always go to logging (imported then), so an unconfigured program
+still prints them through logging's last-resort handler, exactly as before.
+"""
+from __future__ import annotations
+
+import sys
+
+
+class LazyLogger:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _logger(self):
+        import logging
+
+        return logging.getLogger(self.name)
+
+    # stacklevel=2: records name the caller, not this wrapper (for formats showing funcName/lineno)
+    def debug(self, msg: str, *args: object) -> None:
+        if "logging" in sys.modules:
+            self._logger().debug(msg, *args, stacklevel=2)
+
+    def info(self, msg: str, *args: object) -> None:
+        if "logging" in sys.modules:
+            self._logger().info(msg, *args, stacklevel=2)
+
+    def warning(self, msg: str, *args: object) -> None:
+        self._logger().warning(msg, *args, stacklevel=2)
+
+    def error(self, msg: str, *args: object) -> None:
+        self._logger().error(msg, *args, stacklevel=2)
+
+
+def get_logger(name: str) -> LazyLogger:
+    return LazyLogger(name)
