@@ -3,6 +3,7 @@ Debian description field, dependencies from ELF files, and the shipped changelog
 pyproject.toml. Fast; no root needed."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -132,3 +133,64 @@ def test_library_dependencies_come_from_the_elf_files(tmp_path):
     assert "libcap.so.2()(64bit)" in metadata.rpm_library_dependencies(sorted(needed))
     with pytest.raises(BuildError, match="no installed package provides libnothing.so.9"):
         metadata.debian_library_dependencies(["libnothing.so.9"])
+
+
+def _refresh_script(tmp_path: Path, ctk_body: str, defaults: str = "") -> tuple[Path, dict[str, str]]:
+    """The refresh program rendered with a temp environment file and a stand-in nvidia-ctk."""
+    env_file = tmp_path / "nvidia-cdi-refresh.env"
+    env_file.write_text(defaults)
+    script = tmp_path / "nvidia-cdi-refresh"
+    script.write_text(layout.render(PACKAGING / "libexec/nvidia-cdi-refresh",
+                                    {"PREFIX": "/nonexistent", "ENVIRONMENT_FILE": str(env_file)}))
+    script.chmod(0o755)
+    ctk = tmp_path / "nvidia-ctk"
+    ctk.write_text("#!/bin/sh\n" + ctk_body)
+    ctk.chmod(0o755)
+    return script, {"PATH": "/usr/bin:/bin", "NVIDIA_CTK": str(ctk)}
+
+
+def test_refresh_writes_the_spec_named_in_the_environment_file(tmp_path):
+    spec = tmp_path / "cdi" / "nvidia.yaml"
+    script, env = _refresh_script(
+        tmp_path, 'for a; do case "$a" in --output=*) echo spec > "${a#--output=}";; esac; done\n'
+                  'echo "$@" > "$(dirname "$0")/args"\n',
+        defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\nNVIDIA_CDI_GENERATE_OPTIONS=--device-name-strategy=uuid\n")
+    done = subprocess.run([str(script)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"nvidia-cdi-refresh: wrote the CDI spec {spec}\n"
+    assert spec.read_text() == "spec\n"
+    assert (tmp_path / "args").read_text().split() == ["cdi", "generate", f"--output={spec}",
+                                                       "--device-name-strategy=uuid"]
+
+
+def test_refresh_without_a_driver_removes_a_stale_spec_and_succeeds(tmp_path):
+    spec = tmp_path / "nvidia.yaml"
+    spec.write_text("stale")
+    script, env = _refresh_script(
+        tmp_path, 'echo "nvidia-ctk: error: no NVIDIA driver: libnvidia-ml.so.1 is not installed (driver root /)" >&2\n'
+                  "exit 1\n", defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
+    done = subprocess.run([str(script)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and not spec.exists()
+    assert "no NVIDIA driver found; removed the CDI spec" in done.stdout
+    done = subprocess.run([str(script)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and "no NVIDIA driver found; no CDI spec written" in done.stdout
+
+
+def test_refresh_with_another_error_fails_and_shows_it(tmp_path):
+    spec = tmp_path / "nvidia.yaml"
+    script, env = _refresh_script(tmp_path, 'echo "nvidia-ctk: error: invalid TOML (config.toml)" >&2\nexit 1\n',
+                                  defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
+    done = subprocess.run([str(script)], capture_output=True, text=True, env=env)
+    assert done.returncode == 1
+    assert "invalid TOML" in done.stderr and "the CDI spec was not written" in done.stderr
+
+
+def test_nvidia_ctk_says_no_nvidia_driver_in_the_words_the_refresh_looks_for(tmp_path):
+    """The refresh tells "no driver" (exit 0) from a failure by this phrase of nvidia-ctk's error."""
+    done = subprocess.run([sys.executable, "-m", "ctk.main", "cdi", "generate", "--driver-root", str(tmp_path),
+                           "--output", str(tmp_path / "x.yaml")], capture_output=True, text=True, cwd=REPO,
+                          env={"PATH": "/usr/bin:/bin", "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "none.toml")})
+    assert done.returncode != 0
+    assert "no NVIDIA driver" in done.stderr, done.stderr
+    grep_phrase = re.search(r'grep -q "([^"]+)"', (PACKAGING / "libexec/nvidia-cdi-refresh").read_text())[1]
+    assert grep_phrase in done.stderr
