@@ -161,11 +161,33 @@ def write_cache(environ: dict[str, str], identity_before: str | None, runtime: s
             os.close(fd)
         os.replace(tmp, target)
         tmp = None
+        prune_stale(directory, keep=target)
     except OSError as exc:
         log.debug("cannot write the passthrough cache %s: %s", target, exc)
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def prune_stale(directory: str, keep: str) -> None:
+    """Remove cache files whose config file is gone (it existed when they were written): one file per
+    config path would otherwise pile up, e.g. for configs in temp dirs. Runs only when a cache was
+    just written, which is rare; a file another process still wants is merely rewritten."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith("runtime-") and n.endswith(".cache")]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        if path == keep:
+            continue
+        fields = read_cache(path)
+        config, identity = fields.get("config", [None])[0], fields.get("identity", [None])[0]
+        if config and identity and identity != "missing" and config_identity(config) == "missing":
+            try:
+                os.unlink(path)
             except OSError:
                 pass

@@ -184,3 +184,21 @@ def test_cache_name_matches_the_launchers_hash():
     # FNV-1a 64 reference values
     assert runtime_cache.fnv1a64("") == 0xCBF29CE484222325
     assert runtime_cache.fnv1a64("a") == 0xAF63DC4C8601EC8C
+
+
+def test_caches_of_deleted_configs_are_pruned(shim, tmp_path):
+    gone = tmp_path / "gone.toml"
+    gone.write_text(shim.config.read_text())
+    assert shim.run("state", "x", env=shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(gone))).returncode == 0
+    gone_cache = runtime_cache.cache_file(shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(gone)))
+    missing_env = shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(tmp_path / "never.toml"),
+                           PATH=f"{tmp_path}:/usr/bin:/bin")
+    os.symlink(shim.runtime, tmp_path / "runc")
+    assert shim.run("state", "x", env=missing_env).returncode == 0
+    assert os.path.exists(gone_cache)
+    gone.unlink()
+    shim.write_config(runtimes=[str(shim.runtime), "runc"])  # a changed config: its cache is rewritten
+    assert shim.run("state", "x").returncode == 0
+    assert not os.path.exists(gone_cache)                                       # pruned
+    assert os.path.exists(runtime_cache.cache_file(missing_env))                # "missing" is still true
+    assert os.path.exists(runtime_cache.cache_file(shim.env()))
