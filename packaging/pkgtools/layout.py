@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path

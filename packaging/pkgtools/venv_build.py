@@ -34,6 +34,7 @@ if __name__ == "__main__":  # run inside the namespace by path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pkgtools.errors import BuildError, run
+from pkgtools.metadata import is_elf as _is_elf
 
 PREFIX = "/usr/lib/gpu-container-toolkit"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -108,14 +109,6 @@ def _mount_overlay(upper: Path, work: Path) -> None:
 
 def _pip(*args: str) -> subprocess.CompletedProcess:
     return run([f"{PREFIX}/bin/python", "-m", "pip", *args], f"pip {args[0]}")
-
-
-def _is_elf(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
 
 
 def _prune(prefix: Path) -> None:

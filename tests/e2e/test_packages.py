@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.engines import DOCKER_CLIENT, Daemon, _spawn, _wait_for, busybox_image_tar, docker, stop_daemon
+from tests.e2e.engines import Daemon, _spawn, _wait_for, busybox_image_tar, docker, stop_daemon
 
 pytestmark = pytest.mark.e2e
 
