@@ -185,6 +185,40 @@ static int cache_field(const char *text, const char *key, char *out, size_t size
     return -1;
 }
 
+/* Every "search-dir <mtime ns> <dir>" line still true (-1: the dir did not exist): a runtime installed
+ * since in a PATH directory changes that directory's mtime, and then Python looks again. */
+static int search_dirs_unchanged(const char *text)
+{
+    const char key[] = "search-dir ";
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) : strlen(line);
+        if (line_len > sizeof(key) - 1 && strncmp(line, key, sizeof(key) - 1) == 0) {
+            char entry[PATH_MAX + 32];
+            if (line_len >= sizeof(entry))
+                return 0;
+            memcpy(entry, line, line_len);
+            entry[line_len] = '\0';
+            char *dir = strchr(entry + sizeof(key) - 1, ' ');
+            if (!dir)
+                return 0;
+            *dir++ = '\0';
+            char now[32];
+            struct stat st;
+            if (stat(dir, &st) == 0)
+                snprintf(now, sizeof(now), "%lld", (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+            else if (errno == ENOENT)
+                snprintf(now, sizeof(now), "-1");
+            else
+                return 0;
+            if (strcmp(now, entry + sizeof(key) - 1) != 0)
+                return 0;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return 1;
+}
+
 /* One line in the debug log the config names, in the format the Python side writes. */
 static void log_passthrough(const char *log_path, const char *name, const char *command, const char *bundle,
                             const char *runtime)
@@ -240,7 +274,8 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
     if (config_identity(config, identity, sizeof(identity)) != 0 ||
         cache_field(text, "identity", cached, sizeof(cached)) != 0 || strcmp(cached, identity) != 0)
         return;
-    if (cache_field(text, "runtime", runtime, sizeof(runtime)) != 0 || runtime[0] != '/')
+    if (cache_field(text, "runtime", runtime, sizeof(runtime)) != 0 || runtime[0] != '/' ||
+        !search_dirs_unchanged(text))
         return;
     int index = runc_command_index(argc, argv);
     const char *bundle = NULL;

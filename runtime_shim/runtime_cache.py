@@ -7,6 +7,7 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
     config <config path as the launcher computes it>
     identity <dev> <ino> <size> <mtime_ns> <ctime_ns>     (or: identity missing)
     search-path <the PATH the runtime was looked up in>
+    search-dir <mtime ns, or -1 if missing> <dir>             (one line per PATH directory)
     runtime <absolute path of the low-level runtime>
     debug-log <path>                                         (only when the config sets a debug log)
     request-marker <string>                                  (one line each, see request_markers)
@@ -15,7 +16,9 @@ The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key 
 view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
 its euid that no one else can write; otherwise it starts Python, which writes a fresh one. On create
 and run it also reads the bundle's config.json and execs the runtime at once when none of the request
-markers occurs in it (no GPU request is possible then, and such a config.json is left untouched). ctime is in
+markers occurs in it (no GPU request is possible then, and such a config.json is left untouched).
+The PATH directories' mtimes catch a runtime installed since in a directory searched first; a PATH
+with a relative directory depends on the caller's cwd, so it gets no cache at all. ctime is in
 the identity because no one can set it back: an edit in place that restores size and mtime still
 changes it. The cache dir is `$NVIDIA_CTK_CACHE_DIR`, else /run/nvidia-container-toolkit (tmpfs: the
 cache does not outlive a boot).
@@ -94,10 +97,29 @@ def request_markers(config) -> list[str]:
     return list(dict.fromkeys(markers))
 
 
+def search_dirs(path: str) -> list[tuple[str, str]] | None:
+    """(mtime ns or "-1", dir) for each PATH directory; None when one is relative or unreadable."""
+    dirs = []
+    for directory in dict.fromkeys(path.split(os.pathsep)):
+        if not directory.startswith("/"):
+            return None
+        try:
+            dirs.append((str(os.stat(directory).st_mtime_ns), directory))
+        except FileNotFoundError:
+            dirs.append(("-1", directory))
+        except OSError:
+            return None
+    return dirs
+
+
 def render(config: str, identity: str, path: str, runtime: str, debug_log: str | None,
            markers: list[str] = ()) -> str | None:
-    """The cache text, or None when a value cannot be written on one line (then there is no cache)."""
+    """The cache text, or None when it cannot be written (a value not on one line, a relative PATH dir)."""
+    dirs = search_dirs(path)
+    if dirs is None:
+        return None
     fields = [("config", config), ("identity", identity), ("search-path", path), ("runtime", runtime)]
+    fields += [("search-dir", f"{mtime} {directory}") for mtime, directory in dirs]
     if debug_log:
         fields.append(("debug-log", debug_log))
     fields += [("request-marker", m) for m in markers]

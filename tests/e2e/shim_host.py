@@ -58,7 +58,8 @@ def write_shim_config(path: Path, host: GpuHost, runtime: str = "runc", mode: st
 
 
 def shim_env(config: Path, cache_dir: Path) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+    # the system dirs only: the launcher's cache notes PATH dirs' mtimes (tool managers' shim dirs change often)
+    return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "NVIDIA_CTK_CONFIG_FILE_PATH": str(config), "NVIDIA_CTK_CACHE_DIR": str(cache_dir)}
 
 

@@ -51,7 +51,9 @@ class ShimEnv:
         return self.bindir / "nvidia-container-runtime"
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config),
+        # a private PATH dir: the launcher's cache notes PATH dirs' mtimes, and the system's change when
+        # packages are installed by other tests on the same machine
+        return {"PATH": str(self.root / "path-bin"), "NVIDIA_CTK_CONFIG_FILE_PATH": str(self.config),
                 "NVIDIA_CTK_CACHE_DIR": str(self.cache_dir), **extra}
 
     def write_config(self, text: str = "", runtimes: list[str] | None = None) -> None:
@@ -87,6 +89,7 @@ def make_shim_env(root: Path, bindir: Path, exit_code: int = 0) -> ShimEnv:
     runtime.write_text(FAKE_RUNTIME.format(python=sys.executable, record=record, exit_code=exit_code))
     runtime.chmod(0o755)
     env = ShimEnv(root, bindir, record, runtime, root / "config.toml", root / "cache", root / "debug.log")
+    (root / "path-bin").mkdir()
     env.write_config()
     return env
 

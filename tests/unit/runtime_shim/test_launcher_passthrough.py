@@ -160,7 +160,7 @@ def test_config_that_is_not_toml_fails_every_command(shim):
 
 def test_missing_config_is_cached_as_missing(shim, tmp_path):
     env = shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(tmp_path / "absent.toml"),
-                   PATH=f"{shim.runtime.parent}:/usr/bin:/bin")
+                   PATH=str(shim.runtime.parent))
     os.symlink(shim.runtime, tmp_path / "runc")  # the defaults: runc from PATH
     assert shim.run("state", "x", env=env).returncode == 0
     cached = runtime_cache.read_cache(runtime_cache.cache_file(env))
@@ -192,7 +192,7 @@ def test_caches_of_deleted_configs_are_pruned(shim, tmp_path):
     assert shim.run("state", "x", env=shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(gone))).returncode == 0
     gone_cache = runtime_cache.cache_file(shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(gone)))
     missing_env = shim.env(NVIDIA_CTK_CONFIG_FILE_PATH=str(tmp_path / "never.toml"),
-                           PATH=f"{tmp_path}:/usr/bin:/bin")
+                           PATH=str(tmp_path))
     os.symlink(shim.runtime, tmp_path / "runc")
     assert shim.run("state", "x", env=missing_env).returncode == 0
     assert os.path.exists(gone_cache)
@@ -202,3 +202,29 @@ def test_caches_of_deleted_configs_are_pruned(shim, tmp_path):
     assert not os.path.exists(gone_cache)                                       # pruned
     assert os.path.exists(runtime_cache.cache_file(missing_env))                # "missing" is still true
     assert os.path.exists(runtime_cache.cache_file(shim.env()))
+
+
+def test_a_runtime_installed_earlier_in_path_is_found(shim, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    os.symlink(shim.runtime, second / "runc")
+    env = shim.env(PATH=f"{first}:{second}")
+    shim.write_config(runtimes=["runc"])
+    assert shim.run("state", "x", env=env).returncode == 0
+    shim.reset()
+    assert shim.run("state", "y", env=env).returncode == 0
+    assert not shim.python_ran()  # cached
+    newer = first / "runc"
+    newer.write_text(shim.runtime.read_text())
+    newer.chmod(0o755)
+    assert shim.run("state", "z", env=env).returncode == 0
+    assert shim.python_ran()
+    assert shim.calls()[-1]["argv"][0] == str(newer)
+
+
+def test_a_relative_path_entry_means_no_cache(shim, tmp_path):
+    env = shim.env(PATH=f"bin:{shim.runtime.parent}", NVIDIA_CTK_CACHE_DIR=str(tmp_path / "other-cache"))
+    shim.write_config(runtimes=[str(shim.runtime)])
+    assert shim.run("state", "x", env=env).returncode == 0
+    assert not (tmp_path / "other-cache").exists() or not os.listdir(tmp_path / "other-cache")
