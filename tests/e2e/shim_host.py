@@ -9,7 +9,6 @@ every call through the shim and returns what the container printed.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
