@@ -11,7 +11,7 @@ APT_STAMP := $(VENV)/.apt-installed
 # engines, busybox-static for test images, the tools the packaging and e2e tests call.
 APT_PACKAGES := gcc make libc6-dev libcap-dev python3-venv python3-dev \
 	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
-	rpm mmdebstrap systemd
+	rpm mmdebstrap systemd lintian
 
 .PHONY: all venv demo test test-unit test-e2e bench clean apt packages
 

@@ -117,6 +117,8 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
     _write(dest, f"{DOC_DIR}/packaging.md", (docs / "packaging.md").read_text(), 0o644)
     if flavour is DEB:
         _write(dest, f"{DOC_DIR}/changelog.Debian.gz", debian_changelog_gz(changelog_text), 0o644)
+        _write(dest, "/usr/share/lintian/overrides/gpu-container-toolkit",
+               (packaging / "debian" / "lintian-overrides").read_text(), 0o644)
     _normalise_modes(dest)
     set_mtimes(dest)
     return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file), programs)

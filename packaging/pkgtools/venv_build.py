@@ -133,6 +133,16 @@ def _strip(prefix: Path) -> None:
             run(["strip", "--strip-unneeded", str(path)], "stripping an ELF file")
 
 
+def _relative_interpreter_link(prefix: Path, python: str) -> None:
+    """venv links bin/python3.X to the absolute interpreter path; Debian policy wants symlinks inside
+    /usr relative (the environment still finds its home through pyvenv.cfg)."""
+    link = prefix / "bin" / os.path.basename(python)
+    if not (link.is_symlink() and os.readlink(link) == python):
+        raise BuildError(f"the venv's interpreter link is not {python}", str(link))
+    link.unlink()
+    link.symlink_to(os.path.relpath(python, link.parent))
+
+
 def _link_identical_launchers(bindir: Path) -> None:
     """The launchers are one binary under several names: hard links keep one copy (the launcher
     reads its name from /proc/self/exe, which names the link it was started through)."""
@@ -161,6 +171,7 @@ def inner_main(argv: list[str] | None = None) -> int:
         if prefix.exists():  # a package installed on the build host: hidden by a whiteout in the upper layer
             shutil.rmtree(prefix)
         run([args.python, "-m", "venv", PREFIX], "creating the virtual environment")
+        _relative_interpreter_link(prefix, args.python)
         before = set(args.wheel_dir.glob("*.whl"))
         _pip("wheel", "--no-deps", "--quiet", "--wheel-dir", str(args.wheel_dir), str(args.source))
         built = sorted(set(args.wheel_dir.glob("*.whl")) - before) or sorted(args.wheel_dir.glob("*.whl"))

@@ -237,6 +237,19 @@ def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
             assert "@PREFIX@" not in path.read_text(errors="replace"), path
 
 
+def test_lintian_finds_no_errors(built):
+    """lintian's verdict, with the overrides the package ships for what is deliberate (static
+    launchers, the bundled PyYAML's libyaml, the environment's interpreter). Left as warnings: no
+    manual pages yet, and a first upload that closes no Debian bug."""
+    _need_root_and("lintian")
+    done = sh(["lintian", "--tag-display-limit", "0", str(built["deb"])], check=False, timeout=120)
+    tags = [line for line in done.stdout.splitlines() if re.match(r"^[EWIXCPOM]: ", line)]
+    errors = [t for t in tags if t.startswith("E: ")]
+    warnings = {t.split()[2] for t in tags if t.startswith("W: ")}
+    assert errors == [], errors
+    assert warnings <= {"no-manual-page", "initial-upload-closes-no-bugs"}, warnings
+
+
 def test_the_checks_catch_what_they_look_for(tmp_path):
     """The sanity checks the build and the tests rely on report a leak, a bad mode and a bad link."""
     tree = tmp_path / "tree"
