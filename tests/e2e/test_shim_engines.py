@@ -56,7 +56,9 @@ def gpu_line(host, index: int) -> str:
 def test_docker_runs_gpu_containers_through_the_shim(setup, workdir, private_dockerd):
     daemon_json = workdir / "daemon.json"
     daemon_json.write_text(json.dumps({"runtimes": {"nvidia": {"path": str(SHIM)}}, "storage-driver": "vfs"}))
-    daemon = private_dockerd(daemon_json, env=setup["env"])
+    # dockerd looks for nvidia-container-runtime-hook in its PATH once, at start, for --gpus
+    env = {**setup["env"], "PATH": f"{SHIM.parent}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
+    daemon = private_dockerd(daemon_json, env=env)
     docker(daemon, "import", str(setup["tar"]), "gct-glibc:latest")
     run = ["run", "--rm", "--network", "none", "--runtime=nvidia"]
 
@@ -72,6 +74,12 @@ def test_docker_runs_gpu_containers_through_the_shim(setup, workdir, private_doc
                        "sh", "-c", GPU_REPORT).stdout
     assert plain == with_runc
     assert parse_gpu_report(plain) == {"dev": [], "libs": [], "smi": ["NO-NVIDIA-SMI"]}
+
+    # --gpus: docker sets NVIDIA_VISIBLE_DEVICES and adds the legacy prestart hook; in cdi mode the shim
+    # injects through the spec and drops that hook, so nothing is injected twice
+    gpus = docker(daemon, *run, "--gpus", "device=1", "gct-glibc:latest", "sh", "-c", GPU_REPORT)
+    assert parse_gpu_report(gpus.stdout)["smi"] == [gpu_line(setup["host"], 1)]
+    assert "removed the nvidia-container-runtime-hook prestart hook" in (setup["work"] / "shim.log").read_text()
 
     # an unknown GPU: our one line reaches docker's output through runc's log file
     failed = docker(daemon, *run, "-e", "NVIDIA_VISIBLE_DEVICES=7", "gct-glibc:latest", "true", check=False)
