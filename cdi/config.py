@@ -182,13 +182,21 @@ def _features(table: object, source: str) -> frozenset[str]:
 
 
 def parse_config(text: str, source: str) -> Config:
-    import tomllib  # only when there is a file to read
+    return config_from_document(_parse_toml(text, source), source)
+
+
+def _parse_toml(text: str, source: str) -> dict:
+    import tomllib  # only when there is a file to read (and no kept document of it: cdi.config_cache)
 
     try:
-        table = tomllib.loads(text)
+        return tomllib.loads(text)
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, and what tomllib lets through (huge ints)
         raise ConfigError(f"invalid TOML: {str(exc).splitlines()[0] if str(exc) else 'nested too deeply'}",
                           source) from None
+
+
+def config_from_document(table: dict, source: str) -> Config:
+    """The configuration a parsed TOML document gives, every key checked."""
     config = _build(Config, table, "", source)
     try:
         parse_kind(config.cdi.default_kind)
@@ -197,20 +205,35 @@ def parse_config(text: str, source: str) -> Config:
     return replace(config, source=source)
 
 
-def load_config(path: str | os.PathLike | None = None, environ: dict | None = None) -> Config:
-    """The configuration from path (default: the path rules above); defaults when the file is missing."""
-    path = os.fspath(path) if path is not None else config_path(environ)
+def load_config(path: str | os.PathLike | None = None, environ: dict | None = None,
+                use_cache: bool = False) -> Config:
+    """The configuration from path (default: the path rules above); defaults when the file is missing.
+    use_cache: keep the parsed document between runs where cdi.config_cache allows (the prestart hook)."""
+    path = str(os.fspath(path) if path is not None else config_path(environ))
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
+            st = os.fstat(f.fileno())   # the identity of exactly what was read
     except FileNotFoundError:
         return Config()
     except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", str(path)) from None
+        raise ConfigError(f"cannot read config: {exc.strerror}", path) from None
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config larger than {MAX_CONFIG_BYTES} bytes", str(path))
+        raise ConfigError(f"config larger than {MAX_CONFIG_BYTES} bytes", path)
+    cache_dir = None
+    if use_cache:
+        from cdi import config_cache
+
+        cache_dir = config_cache.cache_dir_for(path, config_path({}), environ)
+        document = config_cache.read_document(cache_dir, path, st) if cache_dir else None
+        if document is not None:
+            return config_from_document(document, path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError("config is not UTF-8 text", str(path)) from None
-    return parse_config(text, str(path))
+        raise ConfigError("config is not UTF-8 text", path) from None
+    document = _parse_toml(text, path)
+    config = config_from_document(document, path)   # a config that fails its checks is not kept
+    if cache_dir:
+        config_cache.write_document(cache_dir, path, st, document)
+    return config

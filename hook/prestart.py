@@ -12,7 +12,8 @@ MIG config/monitor (privileged only) and IMEX channels. A container that asks fo
 having touched nothing and without loading NVML. Otherwise NVML is read from the driver root
 ($NVIDIA_CTK_DRIVER_ROOT, else config `[nvidia-container-cli] root`, else /), the devices are selected, and
 hook.inject applies the edits live. Every failure is one line on stderr and exit status 1; the
-runtime then stops the container.
+runtime then stops the container. The system config's parsed TOML is kept between runs, keyed by the
+file's identity (cdi.config_cache): most starts import no TOML parser.
 
 Started by the static launcher (clean environment, `python -I -S`) as root in the runtime's
 namespaces, with cwd in the bundle. Before reading anything the container controls, it drops every
@@ -123,7 +124,7 @@ def prestart(config_file: str | None) -> int:
 
     state = read_state(sys.stdin.buffer)
     oci, rootfs, pid = load_container(state)
-    config = load_config(config_file)
+    config = load_config(config_file, use_cache=True)   # parsed once per config file: cdi.config_cache
     request = resolve_device_request(oci, config)
     if not request.is_gpu_container:
         return 0
