@@ -171,3 +171,32 @@ def test_special_and_huge_files_are_refused_without_reading_them(tmp_path):
     with open(big, "wb") as f:
         f.truncate(17 * 1024 * 1024)
     assert "larger than" in check_spec_file(big)[1][0].message
+
+
+def test_the_compiled_schema_holds_no_refs_and_judges_as_the_file_does(document):
+    """cdi.validate validates with $refs inlined (speed); every rule above must give the very problems
+    the schema file as written gives."""
+    import copy
+
+    import jsonschema
+
+    from cdi import validate
+    from cdi.validate import inline_local_refs, schema_bytes
+
+    raw = json.loads(schema_bytes())
+    compiled = inline_local_refs(raw)
+    assert "$ref" not in json.dumps({k: v for k, v in compiled.items() if k != "$defs"})
+    assert raw == json.loads(schema_bytes())  # the input is left alone
+    as_written = jsonschema.Draft202012Validator(raw)
+    cases = [change for change, _, _ in test_each_rule_is_enforced.pytestmark[0].args[1]]
+    for change in cases:
+        broken = copy.deepcopy(document)
+        broken["cdiVersion"] = "1.1.0"
+        change(broken)
+        ours = problems_of(broken)
+        validate._validator, saved = as_written, validate._validator
+        try:
+            theirs = problems_of(broken)
+        finally:
+            validate._validator = saved
+        assert ours == theirs and ours
