@@ -4,6 +4,7 @@ Rows (busybox `true`, create/start/wait/delete; the shim rows put EVERY call thr
   - plain runc, no GPU: the baseline;
   - the shim, no GPU request: what the shim alone costs (config.json untouched);
   - the shim, one GPU (NVIDIA_VISIBLE_DEVICES=0, cdi mode): the goal is <= 2.0x the baseline;
+  - the same in jit-cdi mode (edits built from the driver for this request: utility,compute only);
   - plain runc on the config.json the shim wrote: what the GPU edits themselves cost (device nodes, ~60
     bind mounts, the nvidia-cdi-hook createContainer hook), with no shim in the way.
 Then passthrough: `state ID` through the shim vs runc's own `state ID` (goal <= 1.5x).
@@ -61,6 +62,9 @@ def run(runs: int) -> str:
         shim_plain = time_lifecycles("shim, no GPU request", shim, plain, runs, env)
         shim_gpu = time_lifecycles("shim, 1 GPU (cdi mode)", shim, gpu, runs, env, restore_config=gpu_config)
         edited = (gpu / "config.json").read_bytes()  # as the shim left it after the last run
+        jit_config = write_shim_config(tmp / "config-jit.toml", host, runtime="runc", mode="jit-cdi")
+        shim_jit = time_lifecycles("shim, 1 GPU (jit-cdi mode: no spec file)", shim, gpu, runs,
+                                   shim_env(jit_config, tmp / "cache"), restore_config=gpu_config)
         assert json.loads(edited) != json.loads(gpu_config), "the shim did not edit config.json"
         runc_edited = time_lifecycles("runc on the shim's config.json (edits only)", ["runc"], gpu, runs, env,
                                       restore_config=edited)
@@ -69,7 +73,7 @@ def run(runs: int) -> str:
         runc_state, shim_state = _passthrough_rows(env, tmp / "state", plain, runs)
 
     lines = [report("runtime shim lifecycle (create/start/wait/delete), busybox `true`",
-                    [baseline, shim_plain, shim_gpu, runc_edited, again], baseline),
+                    [baseline, shim_plain, shim_gpu, shim_jit, runc_edited, again], baseline),
              report("passthrough", [runc_state, shim_state], runc_state),
              _verdict("lifecycle, shim with 1 GPU vs plain runc", shim_gpu, baseline, LIFECYCLE_GOAL),
              _verdict("lifecycle, shim with 1 GPU vs runc on the same edits", shim_gpu, runc_edited, LIFECYCLE_GOAL),
