@@ -35,8 +35,8 @@ from runtime_shim.shim_log import log
 
 HOOK_NAME = "nvidia-container-runtime-hook"
 HOOK_ENV_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# what the hook needs from our environment to read the same config and caches as this shim
-HOOK_ENV_KEYS = ("NVIDIA_CTK_CONFIG_FILE_PATH", "XDG_CONFIG_HOME", "NVIDIA_CTK_CACHE_DIR")
+# what the hook needs from our environment to read the same config, caches and driver root as this shim
+HOOK_ENV_KEYS = ("NVIDIA_CTK_CONFIG_FILE_PATH", "XDG_CONFIG_HOME", "NVIDIA_CTK_CACHE_DIR", "NVIDIA_CTK_DRIVER_ROOT")
 PROGRAM_MODES = {"nvidia-container-runtime.cdi": "cdi", "nvidia-container-runtime.legacy": "legacy"}
 
 

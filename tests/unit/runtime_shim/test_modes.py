@@ -164,3 +164,11 @@ def test_an_empty_annotation_prefix_disables_the_fast_path():
 
     config = parse_config('[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = [""]\n', "t")
     assert request_markers(config) == []
+
+
+def test_legacy_hook_gets_the_driver_root_the_shim_was_given():
+    new = modes.apply_legacy({}, "/opt/bin/nvidia-container-runtime-hook",
+                             {"NVIDIA_CTK_DRIVER_ROOT": "/run/nvidia/driver", "HOME": "/root"})
+    env = new["hooks"]["prestart"][0]["env"]
+    assert env[0].startswith("PATH=")
+    assert env[1:] == ["NVIDIA_CTK_DRIVER_ROOT=/run/nvidia/driver"]
