@@ -34,7 +34,7 @@ def load_cli_config(args, needed: bool = True):
 
     if not needed and (args.root or os.environ.get(DRIVER_ROOT_ENV)):
         return None
-    return load_config()
+    return load_config(use_cache=True)   # `configure` runs at container starts: cdi.config_cache
 
 
 def driver_root_of(args, config):
