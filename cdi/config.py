@@ -3,7 +3,9 @@
 Path: `$NVIDIA_CTK_CONFIG_FILE_PATH`, else `${XDG_CONFIG_HOME:-/etc}/nvidia-container-runtime/config.toml`.
 A missing file means all defaults; a file that is not TOML or holds a value of the wrong type is a
 ConfigError naming the key and the file; an unknown key is logged as a warning and ignored (old and
-new toolkits share config files). Read with the stdlib tomllib: this runs on every container start.
+new toolkits share config files). Read with the stdlib tomllib: this runs on every container start, so
+the programs on that path (the prestart hook, nvidia-container-cli) keep the parsed document of an
+unchanged file between runs (cdi.config_cache) and import no TOML parser most of the time.
 """
 from __future__ import annotations
 
@@ -209,7 +211,7 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
                 use_cache: bool = False) -> Config:
     """The configuration from path (default: the path rules above); defaults when the file is missing.
     use_cache: keep the parsed document between runs where cdi.config_cache allows (the prestart hook)."""
-    path = str(os.fspath(path) if path is not None else config_path(environ))
+    path = os.fsdecode(path) if path is not None else config_path(environ)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
