@@ -77,6 +77,8 @@ class Record:
         by_name = {f.name: f for f in cls.__record_fields__}  # the bases' fields come first
         for name in cls.__dict__.get("__annotations__", {}):
             value = cls.__dict__.get(name, MISSING)
+            if isinstance(value, (list, dict, set)):   # one object shared by every record: a bug
+                raise ValueError(f"mutable default for field {name!r}: use field(default_factory=...)")
             f = value if isinstance(value, Field) else Field(default=value)
             f.name = name
             if isinstance(value, Field):

@@ -75,6 +75,9 @@ def test_fields_replace_asdict():
     assert is_record(Point) and is_record(Point(1)) and not is_record(object()) and not is_record(dict)
     with pytest.raises(TypeError):
         fields(object())
+    with pytest.raises(ValueError, match="mutable default"):
+        class Shared(Record):
+            items: list = []
 
 
 def test_inheritance_post_init_and_copies():
