@@ -12,10 +12,12 @@ from cdi.spec import ContainerEdits, Device, DeviceNode, Spec, write_spec
 from tests.unit.runtime_shim.shim_env import make_bundle, minimal_spec
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = ("click", "jsonschema", "yaml", "pynvml", "cdi.discover", "cdi.nvml")
+HEAVY = ("click", "jsonschema", "yaml", "pynvml", "cdi.discover", "cdi.nvml", "tomllib")
 PROBE = """
 import json, os, sys
 sys.path[:0] = {path!r}
+from cdi import config_cache
+config_cache.RECENT_NS = 0  # keep the test's just-written config.toml (see config_cache.write_document)
 from runtime_shim import main
 main.run("nvidia-container-runtime", ["create", "--bundle", sys.argv[1], "ctr"], dict(os.environ), None)
 print(json.dumps(sorted(m for m in sys.modules if m in {heavy!r} or m == "cdi.registry")))
@@ -47,6 +49,7 @@ def test_create_imports_nothing_heavy(tmp_path):
     run_create(tmp_path, gpu)                                   # the first create validates the spec
     make_bundle(tmp_path / "gpu", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
     assert run_create(tmp_path, gpu) == ["cdi.registry"]       # later ones trust the cached verdict
+    #                                                             and the kept config document (no tomllib)
     assert "/dev/nvidia0" in (gpu / "config.json").read_text()
     plain = make_bundle(tmp_path / "plain", minimal_spec(["NVIDIA_VISIBLE_DEVICES=void"]))
     assert run_create(tmp_path, plain) == []                    # no request: not even the spec dirs
