@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.rootfs import make_rootfs, rootfs_tar
+
 DOCKER_CLIENT = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else (shutil.which("docker") or "docker")
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -171,15 +173,8 @@ def stop_daemon(daemon: Daemon) -> None:
 
 
 def busybox_image_tar(workdir: Path) -> Path:
-    """A rootfs tar of busybox-static, for `docker import` (no registry here)."""
-    root = workdir / "busybox-root"
-    for d in ("bin", "sbin", "usr/bin", "usr/sbin", "tmp"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
-    subprocess.run(["chroot", str(root), "/bin/busybox", "--install", "-s"], check=True)
-    tar = workdir / "busybox.tar"
-    subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True)
-    return tar
+    """A rootfs tar of busybox-static (tests.e2e.rootfs), for `docker import` / `podman import` (no registry here)."""
+    return rootfs_tar(make_rootfs(workdir / "busybox-root"), workdir / "busybox.tar")
 
 
 @dataclass
@@ -235,49 +230,36 @@ def _require(*programs: str) -> None:
         pytest.skip(f"not installed: {', '.join(missing)}")
 
 
+def _each_stopped_at_the_end(start_one, stop_one):
+    """A fixture's body: yield a factory that starts with start_one, then stop all it started, newest first."""
+    started = []
+
+    def start(*args, **kw):
+        thing = start_one(*args, **kw)
+        started.append(thing)
+        return thing
+
+    yield start
+    for thing in reversed(started):
+        stop_one(thing)
+
+
 @pytest.fixture
 def private_dockerd():
     """Factory: start_dockerd(config_file, ...) -> Daemon; all are stopped at teardown."""
     _require("dockerd", DOCKER_CLIENT, "containerd")
-    started: list[Daemon] = []
-
-    def start(config_file: Path, **kw) -> Daemon:
-        daemon = start_dockerd(config_file, **kw)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in reversed(started):
-        stop_daemon(daemon)
+    yield from _each_stopped_at_the_end(start_dockerd, stop_daemon)
 
 
 @pytest.fixture
 def private_containerd():
     """Factory: start_containerd(config_file, socket, owned_dirs) -> Daemon; all are stopped at teardown."""
     _require("containerd", "ctr")
-    started: list[Daemon] = []
-
-    def start(config_file: Path, socket: Path, owned_dirs: list[Path], **kw) -> Daemon:
-        daemon = start_containerd(config_file, socket, owned_dirs, **kw)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in reversed(started):
-        stop_daemon(daemon)
+    yield from _each_stopped_at_the_end(start_containerd, stop_daemon)
 
 
 @pytest.fixture
 def private_podman():
     """Factory: start_podman(hooks_dir) -> PrivatePodman (call it like the podman CLI); cleaned at teardown."""
     _require("podman", "runc")
-    started: list[PrivatePodman] = []
-
-    def start(hooks_dir: Path, **kw) -> PrivatePodman:
-        podman = start_podman(hooks_dir, **kw)
-        started.append(podman)
-        return podman
-
-    yield start
-    for podman in reversed(started):
-        stop_podman(podman)
+    yield from _each_stopped_at_the_end(start_podman, stop_podman)

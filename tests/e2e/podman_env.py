@@ -22,25 +22,10 @@ import pytest
 
 from cdi.spec import Spec, write_spec
 from tests.e2e.engines import PrivatePodman, busybox_image_tar, short_tempdir, start_podman, stop_podman
+from tests.e2e.host_setup import ensure_hugetlb_on_v1
 
 CDI_RUN_DIR = Path("/var/run/cdi")
-HUGETLB = Path("/sys/fs/cgroup/hugetlb")
 IMAGE = "localhost/gct-busybox:latest"
-
-
-def ensure_hugetlb_on_v1() -> None:
-    """Once per boot on these machines (REFERENCE §4): crun refuses hybrid cgroups while hugetlb sits on
-    cgroup v2. A mount under /sys/fs/cgroup, gone at reboot; EBUSY means it is bound already."""
-    with open("/proc/self/mounts") as mounts:
-        if any(line.split()[1] == str(HUGETLB) for line in mounts):
-            return
-    if not Path("/sys/fs/cgroup/unified").exists():
-        return
-    HUGETLB.mkdir(exist_ok=True)
-    result = subprocess.run(["mount", "-t", "cgroup", "-o", "hugetlb", "cgroup", str(HUGETLB)],
-                            capture_output=True, text=True)
-    if result.returncode != 0 and "busy" not in result.stderr.lower():
-        raise RuntimeError(f"cannot bind hugetlb to cgroup v1: {result.stderr.strip()}")
 
 
 def import_busybox_image(podman: PrivatePodman, name: str = IMAGE) -> str:

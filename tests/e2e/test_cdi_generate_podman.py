@@ -8,7 +8,6 @@ The spec goes to /var/run/cdi under a unique name and is removed afterwards.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -20,8 +19,10 @@ import pytest
 from cdi.spec import Hook
 from cdi.validate import load_spec_file
 from tests.e2e.engines import short_tempdir, start_podman, stop_podman
-from tests.e2e.podman_env import ensure_hugetlb_on_v1, installed_spec
+from tests.e2e.host_setup import ensure_hugetlb_on_v1
+from tests.e2e.podman_env import installed_spec
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
+from tests.support.simulated_host import marker_inventory, simulate_create
 
 pytestmark = pytest.mark.e2e
 
@@ -54,12 +55,10 @@ def setup():
     podman = None
     try:
         host = work / "host"
-        subprocess.run([NVIDIA_CTK, "simulate", "create", str(host), "--gpus", "2", "--mig", "1=1g.5gb,1g.5gb"],
-                       check=True, capture_output=True)
+        simulate_create(host)
         spec_file = work / "nvidia.yaml"
         subprocess.run([NVIDIA_CTK, "cdi", "generate", "--driver-root", str(host), "--output", str(spec_file)],
                        check=True, capture_output=True)
-        marker = json.loads((host / ".nvidia-simulated-host.json").read_text())
         hooks = work / "hooks.d"
         hooks.mkdir()
         (work / "p").mkdir()
@@ -68,7 +67,7 @@ def setup():
         podman("import", str(tar), IMAGE)
         podman.generated_spec = spec_file   # for tests that build variants of it
         with installed_spec(load_spec_file(spec_file), ".yaml"):
-            yield podman, marker["inventory"]
+            yield podman, marker_inventory(host)
     finally:
         if podman is not None:
             stop_podman(podman)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
-from tests.unit.libcontainer_c.mountns import mountinfo_lines
+from tests.support.mountns import mountinfo_lines
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(os.geteuid() != 0, reason="runtimes need root")]

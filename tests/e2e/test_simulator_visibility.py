@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.host_builder import create_simulated_host
+from tests.support.simulated_host import create_in_process
 
 pytestmark = pytest.mark.e2e
 
@@ -47,9 +47,7 @@ def host(tmp_path_factory):
     if os.geteuid() != 0 or not shutil.which("gcc") or not shutil.which("unshare"):
         pytest.skip("needs root (mknod, mount namespaces), gcc and unshare")
     root = tmp_path_factory.mktemp("vis") / "host"
-    create_simulated_host(str(root), gpus=2, model="NVIDIA A100-SXM4-40GB", driver_version="550.54.15",
-                          cuda_version="12.4", mig_options=["1=3g.20gb,1g.5gb"])
-    data = json.loads((root / ".nvidia-simulated-host.json").read_text())
+    data = create_in_process(root, mig_options=("1=3g.20gb,1g.5gb",))
     return root, data["inventory"], data["majors"]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.rootfs import make_rootfs
-from tests.unit.libcontainer_c.mountns import tree_listing
+from tests.support.hostile import marker_preload_library, marker_python_files
+from tests.support.mountns import tree_listing
 
 HOOK = Path(sys.executable).parent / "nvidia-cdi-hook"
 LIB = "usr/lib/x86_64-linux-gnu"
@@ -140,17 +141,12 @@ def evil(tmp_path_factory):
     d = tmp_path_factory.mktemp("evil")
     markers = d / "markers"
     markers.mkdir()
-    (d / "preload.c").write_text(
-        '#include <fcntl.h>\n#include <unistd.h>\n'
-        f'__attribute__((constructor)) static void run(void) {{ close(open("{markers}/ld_preload", '
-        'O_CREAT | O_WRONLY, 0644)); }\n')
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", d / "preload.so", d / "preload.c"], check=True)
+    marker_preload_library(d, markers)
     py = d / "python"
     py.mkdir()
-    payload = "open({!r}, 'w').close()\n"
-    for name in ("sitecustomize", "usercustomize", "json", "os", "libcontainer_c", "hook"):
-        (py / f"{name}.py").write_text(payload.format(str(markers / f"pythonpath_{name}")))
-    (d / "startup.py").write_text(payload.format(str(markers / "pythonstartup")))
+    marker_python_files(py, markers, ("sitecustomize", "usercustomize", "json", "os", "libcontainer_c", "hook"),
+                        marker_prefix="pythonpath_")
+    (d / "startup.py").write_text(f"open({str(markers / 'pythonstartup')!r}, 'w').close()\n")
     return d, markers
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
 import pytest
 
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
 from tests.e2e.test_cdi_generate_podman import LIBDIR, run, setup  # noqa: F401  (fixture)
-from tests.unit.libcontainer_c.mountns import tree_listing
+from tests.support.hostile import marker_preload_library, marker_python_files
+from tests.support.mountns import tree_listing
 
 pytestmark = pytest.mark.e2e
 
@@ -26,13 +26,8 @@ def test_hostile_image_changes_and_runs_nothing_on_the_host(setup, tmp_path):  #
     markers.mkdir()
     evil = tmp_path / "evil"
     evil.mkdir()
-    (evil / "preload.c").write_text(
-        '#include <fcntl.h>\n#include <unistd.h>\n'
-        f'__attribute__((constructor)) static void run(void) {{ close(open("{markers}/ld_preload", '
-        'O_CREAT | O_WRONLY, 0644)); }\n')
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", evil / "preload.so", evil / "preload.c"], check=True)
-    for name in ("sitecustomize", "json", "os"):
-        (evil / f"{name}.py").write_text(f"open({str(markers / name)!r}, 'w').close()\n")
+    marker_preload_library(evil, markers)
+    marker_python_files(evil, markers, ("sitecustomize", "json", "os"))
 
     root = make_rootfs(tmp_path / "rootfs", glibc=True)
     lib = root / LIBDIR.lstrip("/")

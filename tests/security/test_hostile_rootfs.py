@@ -12,8 +12,8 @@ import pytest
 
 from libcontainer_c.errors import ContainerFsError
 from libcontainer_c.rootfs import LIBRARY, READONLY_FILES, Rootfs
-from tests.unit.libcontainer_c.mountns import (mountinfo_lines, run_in_private_mount_ns,
-                                               tree_listing)
+from tests.support.mountns import (mountinfo_lines, process_in_mount_ns, run_in_private_mount_ns,
+                                   tree_listing)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount tests need root")
 
@@ -141,14 +141,7 @@ def test_hostile_symlinks_in_a_live_container(tmp_path):
     machine_mounts = mountinfo_lines()
     host, root, src = build_rootfs(tmp_path)
     host_before = tree_listing(host)
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "120"])
-    try:
-        for _ in range(200):
-            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
-                break
-            subprocess.run(["sleep", "0.01"])
-        subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc",
-                        str(root / "proc")], check=True)
+    with process_in_mount_ns(proc_at=root / "proc") as pid:
         results = {}
         for entry in hostile_links(host):
             base = "/" + entry
@@ -164,15 +157,12 @@ def test_hostile_symlinks_in_a_live_container(tmp_path):
                 with RootfsBatch() as batch:
                     add(batch)
                     try:
-                        batch.run(rootfs=root, pid=proc.pid)
+                        batch.run(rootfs=root, pid=pid)
                         results[(entry, name)] = "ok"
                     except BatchError as err:
                         results[(entry, name)] = err.errno
-        info = subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "cat", "/proc/self/mountinfo"],
+        info = subprocess.run(["nsenter", "-t", str(pid), "-m", "cat", "/proc/self/mountinfo"],
                               capture_output=True, text=True, check=True).stdout
-    finally:
-        proc.kill()
-        proc.wait()
 
     assert tree_listing(host) == host_before
     assert (host / "victim").read_text() == "host file"
@@ -200,19 +190,14 @@ def _shared_volume_attack(base, unique):
     vol, root = base / "hostvol", base / "rootfs"
     for flags in (0x1000, 1 << 20):  # MS_BIND, then MS_SHARED: the volume is a shared mount
         assert libc.mount(str(vol).encode(), str(vol).encode(), None, flags, None) == 0
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "unchanged", "sleep", "120"])
-    try:
-        for _ in range(200):
-            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
-                break
-            subprocess.run(["sleep", "0.01"])
+    with process_in_mount_ns(propagation="unchanged") as pid:
         # the runtime binds the volume into the container (a peer of the host's volume mount)
-        subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "--bind", str(vol),
+        subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "--bind", str(vol),
                         str(root / "vol")], check=True)
         batch = RootfsBatch()
         batch.bind(str(base / "lib.so"), f"/usr/lib/{unique}.so", LIBRARY)  # /usr/lib -> /vol
         try:
-            batch.run(rootfs=root, pid=proc.pid)
+            batch.run(rootfs=root, pid=pid)
             error = None
         except BatchError as err:
             error = (err.errno, err.operation, err.filename)
@@ -221,9 +206,6 @@ def _shared_volume_attack(base, unique):
         with open("/proc/self/mountinfo") as f:
             host_sees = [line.split()[4] for line in f if unique in line]
         return error, host_sees, sorted(os.listdir(vol))
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_mount_never_propagates_to_the_host_through_a_shared_volume(tmp_path):

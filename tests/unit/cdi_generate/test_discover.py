@@ -168,14 +168,12 @@ def test_default_hook_path_is_next_to_the_running_program(tmp_path):
 def drm_host(tmp_path_factory):
     """A one-GPU simulated host whose GPU has DRM nodes (the simulator makes none): sysfs lists card1,
     renderD128 and controlD64 under the GPU's PCI device; dev/dri holds card1 and renderD128 only."""
-    from simulator.host_builder import create_simulated_host
-    from simulator.models import DEFAULT_MODEL
-    from tests.unit.cdi_generate.conftest import inventory_from_marker
+    from tests.support.simulated_host import create_in_process, inventory_from_marker
 
     if os.geteuid() != 0:
         pytest.skip("mknod needs root")
     root = tmp_path_factory.mktemp("drm") / "host"
-    create_simulated_host(root, gpus=1, model=DEFAULT_MODEL, driver_version=VERSION, cuda_version="12.4")
+    create_in_process(root, gpus=1, mig_options=(), driver_version=VERSION)
     inventory = inventory_from_marker(root)
     bus = inventory.gpus[0].pci_bus_id          # NVML's 8-digit domain
     sysfs = root / "sys/bus/pci/devices" / bus[4:].lower() / "drm"

@@ -12,7 +12,7 @@ import pytest
 from cdi.selection import Selection
 from hook.inject import InjectionError, Target, inject, plan_injection
 from tests.e2e.rootfs import make_rootfs
-from tests.unit.libcontainer_c.mountns import run_in_private_mount_ns
+from tests.support.mountns import run_in_private_mount_ns
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")

@@ -11,7 +11,7 @@ import pytest
 
 from libcontainer_c.batch import BatchError, RootfsBatch
 from libcontainer_c.rootfs import DEVICE_NODE, LIBRARY, READONLY_FILES
-from tests.unit.libcontainer_c.mountns import mountinfo_lines, run_in_private_mount_ns
+from tests.support.mountns import mountinfo_lines, process_in_mount_ns, run_in_private_mount_ns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount namespace tests need root")
 
@@ -22,17 +22,8 @@ def container(tmp_path):
     rootfs = tmp_path / "rootfs"
     (rootfs / "usr/lib").mkdir(parents=True)
     (rootfs / "proc").mkdir()
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "120"])
-    try:
-        # wait until the process is in its own namespace (unshare has exec'd sleep)
-        for _ in range(200):
-            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
-                break
-            subprocess.run(["sleep", "0.01"])
-        yield proc.pid, rootfs
-    finally:
-        proc.kill()
-        proc.wait()
+    with process_in_mount_ns() as pid:
+        yield pid, rootfs
 
 
 def inside(pid, *argv) -> str:

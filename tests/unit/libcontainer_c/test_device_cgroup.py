@@ -5,18 +5,13 @@ import errno
 import os
 import stat
 import time
-import uuid
 
 import pytest
 
 from libcontainer_c.device_cgroup import (DEFAULT_HIERARCHY, allow_devices, deny_devices,
                                           device_rule, devices_cgroup_of, find_devices_hierarchy)
 from libcontainer_c.errors import ContainerFsError
-
-
-def _major_is_free(major: int) -> bool:
-    with open("/proc/devices") as f:
-        return not any(line.split()[:1] == [str(major)] for line in f)
+from tests.support.cgroups import major_is_free, open_errnos_in, temporary_cgroup
 
 
 def _has_v1_devices() -> bool:
@@ -29,45 +24,19 @@ def _has_v1_devices() -> bool:
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root"),
     pytest.mark.skipif(not _has_v1_devices(), reason="no cgroup v1 devices hierarchy"),
-    pytest.mark.skipif(not _major_is_free(195), reason="major 195 has a driver here"),
+    pytest.mark.skipif(not major_is_free(195), reason="major 195 has a driver here"),
 ]
 
 
 @pytest.fixture
 def cgroup():
-    name = f"gct-test-{uuid.uuid4().hex[:12]}"
-    path = os.path.join(DEFAULT_HIERARCHY, name)
-    os.mkdir(path)
-    try:
+    with temporary_cgroup(DEFAULT_HIERARCHY) as name:
         yield name
-    finally:
-        for _ in range(50):  # the last child may take a moment to leave
-            try:
-                os.rmdir(path)
-                break
-            except OSError as err:
-                if err.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.05)
 
 
 def open_errno_in(cgroup: str, node) -> int:
     """errno of open(node, O_RDWR) by a child placed in the cgroup (0 if it opened)."""
-    pid = os.fork()
-    if pid == 0:
-        code = 100
-        try:
-            with open(os.path.join(DEFAULT_HIERARCHY, cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-            try:
-                os.close(os.open(node, os.O_RDWR))
-                code = 0
-            except OSError as err:
-                code = err.errno
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.WEXITSTATUS(status)
+    return open_errnos_in(os.path.join(DEFAULT_HIERARCHY, cgroup), [node])[0]
 
 
 def test_allow_rule_turns_eperm_into_enxio(cgroup, tmp_path):

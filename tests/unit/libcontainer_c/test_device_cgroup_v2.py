@@ -4,8 +4,6 @@ Checked with open() from a child inside the cgroup: ENXIO = allowed (no driver),
 import errno
 import os
 import stat
-import time
-import uuid
 
 import pytest
 
@@ -13,6 +11,7 @@ from libcontainer_c.device_cgroup import (DeviceRule, allow_devices_v2, cgroup2_
                                           device_programs_attached, device_rule,
                                           find_cgroup2_hierarchy, install_device_program)
 from libcontainer_c.errors import ContainerFsError
+from tests.support.cgroups import major_is_free, open_errnos_in, temporary_cgroup
 
 
 def _hierarchy():
@@ -22,16 +21,11 @@ def _hierarchy():
         return None
 
 
-def _major_is_free(major: int) -> bool:
-    with open("/proc/devices") as f:
-        return not any(line.split()[:1] == [str(major)] for line in f)
-
-
 HIERARCHY = _hierarchy()
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="cgroups and bpf need root"),
     pytest.mark.skipif(HIERARCHY is None, reason="no cgroup2 mount"),
-    pytest.mark.skipif(not _major_is_free(195), reason="major 195 has a driver here"),
+    pytest.mark.skipif(not major_is_free(195), reason="major 195 has a driver here"),
 ]
 
 # what runc would attach: deny all, then a few standard nodes (the last matching rule wins)
@@ -42,20 +36,8 @@ RUNTIME_RULES = [DeviceRule("a", "*", "*", "rwm", allow=False),
 
 @pytest.fixture
 def cgroup():
-    name = f"gct-test-{uuid.uuid4().hex[:12]}"
-    path = os.path.join(HIERARCHY, name)
-    os.mkdir(path)
-    try:
+    with temporary_cgroup(HIERARCHY) as name:  # attached programs go with the cgroup
         yield name
-    finally:
-        for _ in range(50):
-            try:
-                os.rmdir(path)  # attached programs go with the cgroup
-                break
-            except OSError as err:
-                if err.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.05)
 
 
 @pytest.fixture
@@ -69,28 +51,7 @@ def nodes(tmp_path):
 
 def open_errnos(cgroup, paths, flags=os.O_RDWR):
     """errno of open() of each path by one child placed in the cgroup (0: it opened)."""
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(rfd)
-            with open(os.path.join(HIERARCHY, cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-            codes = []
-            for path in paths:
-                try:
-                    os.close(os.open(path, flags))
-                    codes.append(0)
-                except OSError as err:
-                    codes.append(err.errno)
-            os.write(wfd, ",".join(map(str, codes)).encode())
-        finally:
-            os._exit(0)
-    os.close(wfd)
-    data = os.read(rfd, 4096).decode()
-    os.close(rfd)
-    os.waitpid(pid, 0)
-    return [int(c) for c in data.split(",")]
+    return open_errnos_in(os.path.join(HIERARCHY, cgroup), paths, flags)
 
 
 def test_replacement_allows_ours_and_keeps_the_runtime_rules(cgroup, nodes):

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from libcontainer_c.ldconfig import (LdconfigError, Limits, host_ldconfig_path, run_ldconfig)
-from tests.unit.libcontainer_c.mountns import tree_listing
+from tests.support.mountns import process_in_mount_ns, tree_listing
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="chroot and namespaces need root"),
@@ -96,18 +96,8 @@ def test_cache_symlink_pointing_out_is_replaced_not_followed(rootfs, hostdir):
 @pytest.fixture
 def container(rootfs):
     """A process in its own mount namespace with a real procfs mounted at <rootfs>/proc."""
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "120"])
-    try:
-        for _ in range(200):
-            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
-                break
-            subprocess.run(["sleep", "0.01"])
-        subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc",
-                        str(rootfs / "proc")], check=True)
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
+    with process_in_mount_ns(proc_at=rootfs / "proc") as pid:
+        yield pid
 
 
 def test_live_container_magic_link_through_procfs_stays_inside(rootfs, hostdir, container):

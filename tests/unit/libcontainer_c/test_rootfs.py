@@ -9,7 +9,7 @@ from libcontainer_c import rootfs
 from libcontainer_c.errors import ContainerFsError
 from libcontainer_c.rootfs import (DEVICE_NODE, LIBRARY, READONLY_FILES, MountOptions, MountStack,
                                    Rootfs)
-from tests.unit.libcontainer_c.mountns import mounts_under, run_in_private_mount_ns
+from tests.support.mountns import mounts_under, run_in_private_mount_ns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount tests need root")
 

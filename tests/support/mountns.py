@@ -1,12 +1,17 @@
-"""Run test code in a forked child inside its own private mount namespace.
+"""Mount namespaces for tests, so nothing a test mounts reaches the machine's mount table.
 
-Whatever the code mounts dies with the child's namespace, so nothing reaches the machine's mount
-table even when an assertion fails half-way. The child's return value or exception comes back to the
-parent (pickled) and is returned or re-raised there.
+- `run_in_private_mount_ns(func)`: run test code in a forked child inside its own private mount
+  namespace; whatever it mounts dies with the child, even when an assertion fails half-way. The
+  child's return value or exception comes back to the parent (pickled) and is returned or re-raised.
+- `process_in_mount_ns()`: a stand-in container, a `sleep` in its own mount namespace (optionally with
+  a procfs mounted inside), killed on exit.
+- snapshots to compare before/after: `mountinfo_lines`, `mounts_under`, `tree_listing`.
 """
+import contextlib
 import ctypes
 import os
 import pickle
+import subprocess
 import traceback
 
 CLONE_NEWNS = 0x00020000
@@ -54,6 +59,26 @@ def run_in_private_mount_ns(func, *args, **kwargs):
         return result[1]
     exc, tb = result[1], result[2]
     raise AssertionError(f"in private mount namespace:\n{tb}") from exc
+
+
+@contextlib.contextmanager
+def process_in_mount_ns(propagation: str = "private", proc_at=None):
+    """Yield the pid of `unshare -m --propagation PROPAGATION sleep 120`, once it is in its own mount
+    namespace; with proc_at, a procfs is mounted there inside that namespace. Killed on exit."""
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", propagation, "sleep", "120"])
+    try:
+        # wait until the process is in its own namespace (unshare has exec'd sleep)
+        for _ in range(200):
+            if os.readlink(f"/proc/{proc.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+                break
+            subprocess.run(["sleep", "0.01"])
+        if proc_at is not None:
+            subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc", str(proc_at)],
+                           check=True)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def mountinfo_lines() -> set:

@@ -12,25 +12,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-PACKAGING = REPO / "packaging"
+from tests.support.pkgtools import PACKAGING, REPO, load_pkgtools
 
-
-def _load_pkgtools() -> None:
-    """packaging/pkgtools as the module `pkgtools`, without putting packaging/ on sys.path (its
-    directories, e.g. rpm/ and debian/, would become importable namespace packages for every test)."""
-    if "pkgtools" in sys.modules:
-        return
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("pkgtools", PACKAGING / "pkgtools" / "__init__.py",
-                                                  submodule_search_locations=[str(PACKAGING / "pkgtools")])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pkgtools"] = module
-    spec.loader.exec_module(module)
-
-
-_load_pkgtools()
+load_pkgtools()
 from pkgtools import deb, layout, metadata  # noqa: E402
 from pkgtools.errors import BuildError  # noqa: E402
 
