@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.simulated_host import DEFAULT_MIG, marker_inventory, simulate_create
+
 BIN = Path(sys.executable).parent
 HOOK = BIN / "nvidia-container-runtime-hook"
 SHIM_LEGACY = BIN / "nvidia-container-runtime.legacy"
@@ -47,15 +49,10 @@ def require_root_and(*programs: str) -> None:
         pytest.skip("nvidia-container-runtime-hook launcher not installed (run `make venv`)")
 
 
-def make_simulated_host(path: Path, gpus: int = 2, mig: str | None = "1=1g.5gb,1g.5gb",
+def make_simulated_host(path: Path, gpus: int = 2, mig: str | None = DEFAULT_MIG,
                         imex_channels: int = 0) -> dict:
     """A simulated host at path; returns its inventory (from the marker file)."""
-    argv = [str(NVIDIA_CTK), "simulate", "create", str(path), "--gpus", str(gpus),
-            "--imex-channels", str(imex_channels)]
-    if mig:
-        argv += ["--mig", mig]
-    subprocess.run(argv, check=True, capture_output=True)
-    return json.loads((path / ".nvidia-simulated-host.json").read_text())["inventory"]
+    return marker_inventory(simulate_create(path, gpus=gpus, mig=mig, imex_channels=imex_channels))
 
 
 def write_config(path: Path, driver_root: Path | str, runtime: str = "runc", extra: str = "") -> Path:
@@ -75,10 +72,11 @@ def with_mknod(bundle: Path) -> Path:
 
 def run_through_shim(bundle: Path, config: Path, state_root: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     """`nvidia-container-runtime.legacy run` of the bundle (the shim adds our prestart hook and execs
-    the runtime named in the config); the container is deleted afterwards."""
+    the runtime named in the config); the container is deleted afterwards. The shim's cache goes next
+    to the state root (else it would be /run/nvidia-container-toolkit, and stay there)."""
     cid = f"gct-hook-{uuid.uuid4().hex[:10]}"
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-           "NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
+           "NVIDIA_CTK_CONFIG_FILE_PATH": str(config), "NVIDIA_CTK_CACHE_DIR": str(state_root.parent / "shim-cache")}
     try:
         return subprocess.run([str(SHIM_LEGACY), "--root", str(state_root), "run", "--bundle", str(bundle), cid],
                               capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)

@@ -87,9 +87,15 @@ class ShimLifecycle:
         """(exit code of create or 0, container output, create's stderr)."""
         cid = "gct-shim-" + uuid.uuid4().hex[:10]
         out_path = bundle / f"{cid}.out"
-        with open(out_path, "w") as out:
-            created = self._call("--log", str(bundle / "log.json"), "--log-format", "json", "create",
-                                 "--bundle", str(bundle), "--pid-file", str(bundle / f"{cid}.pid"), cid, stdout=out)
+        created = None
+        try:
+            with open(out_path, "w") as out:
+                created = self._call("--log", str(bundle / "log.json"), "--log-format", "json", "create",
+                                     "--bundle", str(bundle), "--pid-file", str(bundle / f"{cid}.pid"), cid,
+                                     stdout=out)
+        finally:
+            if created is None:  # create timed out or was interrupted: a half-made container may wait for start
+                self._call("delete", "--force", cid)
         if created.returncode != 0:
             return created.returncode, "", created.stderr
         try:

@@ -11,23 +11,24 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.engines import private_containerd, short_tempdir  # noqa: F401  (fixture)
+from tests.e2e.engines import short_tempdir
 from tests.e2e.rootfs import make_rootfs
+from tests.support.cgroups import remove_cgroup_everywhere
+from tests.support.simulated_host import create_in_process, marker_inventory
 
 pytestmark = pytest.mark.e2e
 
 VENV_BIN = Path(sys.executable).parent
 CLI = VENV_BIN / "nvidia-container-cli"
 IMAGE = "gct.test/cli-busybox:latest"
-NAMESPACE = "gct-cli"
 
 
 def docker_archive(root: Path, out: Path, name: str) -> Path:
@@ -54,17 +55,22 @@ def docker_archive(root: Path, out: Path, name: str) -> Path:
 
 
 @pytest.fixture
-def gpu_containerd(private_containerd):
+def ctr_namespace():
+    """A containerd namespace of this test; containerd makes a cgroup /<namespace> in each hierarchy
+    and keeps it, so it is removed here (set up before, so torn down after, the containerd fixture)."""
+    namespace = f"gct-cli-{uuid.uuid4().hex[:8]}"
+    yield namespace
+    remove_cgroup_everywhere(namespace)
+
+
+@pytest.fixture
+def gpu_containerd(ctr_namespace, private_containerd):
     """(ctr(*args) -> CompletedProcess, simulated host, workdir) with the image imported."""
     if not CLI.exists():
         pytest.skip("the nvidia-container-cli launcher is not installed: run `make venv`")
-    from simulator.host_builder import create_simulated_host
-    from simulator.models import DEFAULT_MODEL
-
     workdir = short_tempdir("gct-cli-ctr-")
     host = workdir / "host"
-    create_simulated_host(str(host), gpus=2, model=DEFAULT_MODEL, driver_version="550.54.15",
-                          cuda_version="12.4", mig_options=["1=1g.5gb"])
+    create_in_process(host, mig_options=("1=1g.5gb",))
     toolkit_config = workdir / "toolkit.toml"
     toolkit_config.write_text(f'[nvidia-container-cli]\nroot = "{host}"\n')
     socket = workdir / "c.sock"
@@ -89,7 +95,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
            "NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config)}
 
     def ctr(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        done = subprocess.run(["ctr", "--address", str(socket), "--namespace", NAMESPACE, *args],
+        done = subprocess.run(["ctr", "--address", str(socket), "--namespace", ctr_namespace, *args],
                               capture_output=True, text=True, env=env, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"ctr {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}\n"
@@ -100,10 +106,6 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
     ctr("image", "import", str(image))
     yield ctr, host
     ctr("tasks", "ls", check=False)     # the daemon fixture stops containerd and clears its dirs
-
-
-def marker(host: Path) -> dict:
-    return json.loads((host / ".nvidia-simulated-host.json").read_text())["inventory"]
 
 
 def host_mounts_under(path: Path) -> list[str]:
@@ -123,7 +125,7 @@ ls /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 /usr/bin/nvidia-smi
 
 def test_ctr_run_gpus_0_gets_exactly_gpu_0(gpu_containerd):
     ctr, host = gpu_containerd
-    gpus = marker(host)["gpus"]
+    gpus = marker_inventory(host)["gpus"]
     before = host_mounts_under(host)
 
     # the hook ctr writes: our program, found in ctr's PATH, with the argv of REFERENCE §5
@@ -155,7 +157,7 @@ def test_ctr_run_gpus_0_gets_exactly_gpu_0(gpu_containerd):
 
 def test_ctr_run_gpus_1_gets_only_gpu_1(gpu_containerd):
     ctr, host = gpu_containerd
-    gpus = marker(host)["gpus"]
+    gpus = marker_inventory(host)["gpus"]
     out = ctr("run", "--rm", "--gpus", "1", IMAGE, "gpu1", "sh", "-c",
               "ls /dev | grep -E '^nvidia[0-9]+$'; nvidia-smi -L").stdout.splitlines()
     # numbered from 0 inside, as NVML numbers the GPUs a process can open

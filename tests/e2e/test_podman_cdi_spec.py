@@ -2,12 +2,10 @@
 container sees what it describes: an env var, a bind-mounted host file, a device node under a new name."""
 from __future__ import annotations
 
-
 import pytest
 
 from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec
 from cdi.validate import load_document
-from tests.e2e.podman_env import cdi_podman  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e
 

@@ -9,14 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.engines import (  # noqa: F401  (fixtures)
-    busybox_image_tar,
-    docker,
-    private_containerd,
-    private_dockerd,
-    private_podman,
-    short_tempdir,
-)
+from tests.e2e.engines import busybox_image_tar, docker, short_tempdir
 
 pytestmark = pytest.mark.e2e
 
@@ -129,7 +122,9 @@ def test_dockerd_starts_with_the_written_daemon_json(workdir, private_dockerd):
     shim_log = workdir / "shim-debug.log"
     toolkit_config = workdir / "toolkit-config.toml"
     toolkit_config.write_text(f'[nvidia-container-runtime]\ndebug = "{shim_log}"\nlog-level = "debug"\n')
-    daemon = private_dockerd(daemon_json, env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config)})
+    # and its cache in the test's dir (else /run/nvidia-container-toolkit, where it would stay)
+    daemon = private_dockerd(daemon_json, env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config),
+                                               "NVIDIA_CTK_CACHE_DIR": str(workdir / "shim-cache")})
     info = json.loads(docker(daemon, "info", "--format", "{{json .}}").stdout)
     assert info["Runtimes"]["nvidia"]["path"] == str(SHIM)
     assert "runc" in info["Runtimes"]

@@ -1,0 +1,77 @@
+"""Suite-wide rules: which tests are e2e, the shared fixture modules, and a check that the suite is a
+good guest (it leaves no process, mount, cgroup or file behind on the machine)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support import leftovers
+
+# fixtures every test may use without importing them: private dockerd/containerd/podman, CDI podman
+pytest_plugins = ["tests.e2e.engines", "tests.e2e.podman_env"]
+
+TESTS = Path(__file__).resolve().parent
+# e2e: starts real runtimes or daemons. All of tests/e2e, and these security tests.
+E2E_DIRS = (TESTS / "e2e",)
+E2E_FILES = (TESTS / "security" / "test_hook_attacks.py", TESTS / "security" / "test_cdi_hostile_image_podman.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(item.path)
+        if path in E2E_FILES or any(d in path.parents for d in E2E_DIRS):
+            item.add_marker(pytest.mark.e2e)
+
+
+# ---- leftovers: per test module and for the whole session ----------------------------------------
+
+_FOUND = pytest.StashKey[list]()
+_END = pytest.StashKey[dict]()
+
+
+def _markers(tmp_path_factory) -> list[str]:
+    """Paths only this run uses: its pytest base temp dir."""
+    return [str(tmp_path_factory.getbasetemp())]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_left_as_found(request, tmp_path_factory):
+    """Fails the run (at the teardown of its last test) if anything that names this run's temp dirs is
+    still on the machine at the end; everything else that appeared is listed in the summary."""
+    request.config.stash[_FOUND] = []
+    before = leftovers.take()
+    yield
+    found = leftovers.new_since(before, leftovers.take(), os.getpid())
+    request.config.stash[_FOUND].append(("the whole run", found))
+    request.config.stash[_END] = found
+    ours = leftovers.certainly_ours(found, _markers(tmp_path_factory))
+    if any(ours.values()):
+        pytest.fail("the test run left behind on the machine:\n" + "\n".join(leftovers.describe(ours)),
+                    pytrace=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_left_as_found(request, machine_left_as_found):
+    """Notes what appeared on the machine while a module ran (its module fixtures included), for the
+    summary; which module leaked is what one needs to fix it."""
+    before = leftovers.take()
+    yield
+    found = leftovers.new_since(before, leftovers.take(), os.getpid())
+    if any(found.values()):
+        request.config.stash[_FOUND].append((request.node.nodeid, found))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Each module's leftovers that were still there at the end of the run, then the run's own list."""
+    end = config.stash.get(_END, None)
+    if not end or not any(end.values()):
+        return
+    terminalreporter.section("left on the machine (may include other users' work meanwhile)")
+    for where, found in config.stash.get(_FOUND, []):
+        kept = {kind: [item for item in items if item in end[kind]] for kind, items in found.items()}
+        if any(kept.values()):
+            terminalreporter.line(f"{where}:")
+            for line in leftovers.describe(kept):
+                terminalreporter.line(line)

@@ -1,0 +1,111 @@
+"""What a test run leaves on the machine: orphaned processes, mounts, cgroups and files in the places
+runtimes and engines write to. `take()` records them; `new_since(before, after)` says what appeared.
+
+Other people may use the machine at the same time, so only what names a path of this run (its pytest
+base temp dir) is certainly ours; everything else that appeared is reported, not judged.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# where runtimes, engines and CDI keep state outside a test's own dirs (/var/run is /run)
+WATCHED_DIRS = ("/run/cdi", "/var/run/cdi", "/etc/cdi", "/run/runc", "/run/crun", "/run/containerd", "/run/docker",
+                "/run/containers", "/run/libpod", "/run/nvidia-container-toolkit", "/tmp")
+# an orphaned process is reported when its command line has one of these (what tests start)
+RUNTIME_WORDS = ("runc", "crun", "conmon", "containerd", "dockerd", "docker-proxy", "podman", "catatonit", "sleep",
+                 "unshare", "nsenter", "nvidia", "gct-", "pytest")
+# this machine's own session manager, not the tests: its cgroups and files come and go all the time
+MACHINE_OWN = ("/process_api/", "/tmp/bash_tool_", "/tmp/bash_jobs")
+
+
+@dataclass
+class Snapshot:
+    processes: dict[int, tuple[int, str]] = field(default_factory=dict)  # pid -> (ppid, command line)
+    mounts: set[str] = field(default_factory=set)
+    cgroups: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if not cmdline:  # kernel threads and zombies
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        found[int(entry)] = (ppid, cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
+    return found
+
+
+def _mounts() -> set[str]:
+    """Mount point, root and source of each mount (ids and options change; the place does not)."""
+    with open("/proc/self/mountinfo") as f:
+        lines = [line.split() for line in f]
+    return {f"{fields[4]} (root {fields[3]}, {fields[fields.index('-') + 1]} {fields[fields.index('-') + 2]})"
+            for fields in lines}
+
+
+def _cgroups() -> set[str]:
+    """Cgroup dirs up to two levels below each hierarchy (runc's /<id>, docker/<id>, libpod_parent/<id>)."""
+    found = set()
+    for hierarchy in _subdirs(str(CGROUP_ROOT)):
+        for top in _subdirs(hierarchy):
+            found.add(top)
+            found.update(_subdirs(top))
+    return found
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _files() -> set[str]:
+    found = set()
+    for d in WATCHED_DIRS:
+        try:
+            found.update(os.path.join(d, name) for name in os.listdir(d))
+        except OSError:
+            pass
+    return found
+
+
+def take() -> Snapshot:
+    return Snapshot(_processes(), _mounts(), _cgroups(), _files())
+
+
+def new_since(before: Snapshot, after: Snapshot, own_pid: int) -> dict[str, list[str]]:
+    """What `after` has that `before` did not: processes of the kinds tests start left to init (orphans)
+    or to a subreaper, mounts, cgroups and files in WATCHED_DIRS."""
+    processes = [f"pid {pid}: {cmd}" for pid, (ppid, cmd) in sorted(after.processes.items())
+                 if pid not in before.processes and pid != own_pid and (ppid == 1 or ppid not in after.processes)
+                 and any(word in cmd for word in RUNTIME_WORDS)]
+    return {"processes": processes,
+            "mounts": sorted(after.mounts - before.mounts),
+            "cgroups": sorted(c for c in after.cgroups - before.cgroups if not _machine_own(c)),
+            "files": sorted(f for f in after.files - before.files if not _machine_own(f))}
+
+
+def _machine_own(path: str) -> bool:
+    return any(part in path for part in MACHINE_OWN)
+
+
+def certainly_ours(found: dict[str, list[str]], markers: list[str]) -> dict[str, list[str]]:
+    """The part of `found` that names one of markers (paths only this run uses)."""
+    return {kind: [item for item in items if any(m in item for m in markers)] for kind, items in found.items()}
+
+
+def describe(found: dict[str, list[str]]) -> list[str]:
+    return [f"  {kind}: {item}" for kind, items in found.items() for item in items]
