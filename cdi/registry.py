@@ -11,10 +11,10 @@ imports jsonschema nor, for YAML specs seen before, a YAML parser.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from cdi.errors import InvalidNameError, RequestError, SpecError
 from cdi.qualified_name import parse_qualified_name
+from cdi.record import Record, field
 from cdi.spec import ContainerEdits, Device, Spec, is_yaml_path, parse_spec_text
 from cdi.spec_cache import ValidatedSpecCache
 from cdi.validate import Problem, read_spec_bytes
@@ -27,8 +27,7 @@ DEFAULT_CACHE_PATH = "/var/run/nvidia-container-toolkit/cdi-validated.json"
 CACHE_PATH_ENV = "NVIDIA_CTK_CDI_CACHE_FILE"
 
 
-@dataclass(frozen=True)
-class RegisteredDevice:
+class RegisteredDevice(Record, frozen=True):  # a Record, not a dataclass: this is on the create path
     name: str            # qualified: vendor/class=name
     device: Device
     spec: Spec
@@ -36,8 +35,7 @@ class RegisteredDevice:
     priority: int        # index of its spec dir
 
 
-@dataclass
-class Registry:
+class Registry(Record):
     spec_dirs: tuple[str, ...] = DEFAULT_SPEC_DIRS
     cache: ValidatedSpecCache | None = None
     devices: dict[str, RegisteredDevice] = field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 Validating with jsonschema costs far more than the rest of a container start (importing it alone takes
 140-210 ms), so a file found valid is remembered by its identity: path, device, inode, size, mtime and
-ctime (a file's owner can set mtime back, not ctime), under the digest of the schema that judged it.
+ctime (a file's owner can set mtime back, not ctime), under the text of the schema that judged it.
 For a YAML file the validated document is kept too, as JSON, so that the start path does not import a
 YAML parser either (NVIDIA's usual spec is YAML). The schema stays the only judge of what is valid:
 the cache only remembers what it said.
@@ -34,18 +34,18 @@ class ValidatedSpecCache:
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = os.fspath(path) if path else None
-        self._digest: str | None = None
+        self._schema: str | None = None
         self._entries: dict[tuple, dict | None] = {}
         self._dirty = False
         if self.path is not None:
             self._load()
 
-    def _schema_digest(self) -> str:
-        if self._digest is None:
-            from cdi.validate import schema_digest
+    def _schema_key(self) -> str:
+        if self._schema is None:
+            from cdi.validate import schema_key
 
-            self._digest = schema_digest()
-        return self._digest
+            self._schema = schema_key()
+        return self._schema
 
     def _load(self) -> None:
         try:
@@ -64,7 +64,7 @@ class ValidatedSpecCache:
                 data = json.loads(f.read(MAX_CACHE_BYTES))
             except (ValueError, RecursionError):
                 return
-        if not isinstance(data, dict) or data.get("schema") != self._schema_digest():
+        if not isinstance(data, dict) or data.get("schema") != self._schema_key():
             return
         for entry in data.get("entries", []):
             if isinstance(entry, list) and len(entry) == 7 and isinstance(entry[6], (dict, type(None))):
@@ -108,7 +108,7 @@ class ValidatedSpecCache:
         fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=directory)
         try:
             with os.fdopen(fd, "w") as out:
-                json.dump({"schema": self._schema_digest(), "entries": entries}, out)
+                json.dump({"schema": self._schema_key(), "entries": entries}, out)
             os.replace(tmp, self.path)
         except BaseException:
             os.unlink(tmp)

@@ -144,7 +144,7 @@ def test_persistent_cache_round_trip_and_trust(dirs, tmp_path, monkeypatch):
     os.chmod(cache_file, 0o666)  # writable by others: worthless
     assert not ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
     os.chmod(cache_file, 0o600)
-    monkeypatch.setattr(cdi.validate, "schema_digest", lambda: "another-schema")
+    monkeypatch.setattr(cdi.validate, "schema_key", lambda: "another-schema")
     assert not ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
 
 

@@ -12,7 +12,7 @@ from cdi.spec import ContainerEdits, Device, DeviceNode, Spec, write_spec
 from tests.unit.runtime_shim.shim_env import make_bundle, minimal_spec
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = ("click", "jsonschema", "yaml", "pynvml", "cdi.discover", "cdi.nvml", "tomllib")
+HEAVY = ("click", "jsonschema", "yaml", "pynvml", "cdi.discover", "cdi.nvml", "tomllib", "dataclasses", "hashlib")
 PROBE = """
 import json, os, sys
 sys.path[:0] = {path!r}
