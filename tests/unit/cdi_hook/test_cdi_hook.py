@@ -206,3 +206,32 @@ def test_imports_only_the_stdlib_and_libcontainer_c():
         assert forbidden not in modules, forbidden
     ours = {m.split(".")[0] for m in modules} & {"hook", "libcontainer_c", "cdi", "runtime_shim", "ctk", "simulator"}
     assert ours == {"hook", "libcontainer_c"}
+
+
+@pytest.mark.parametrize("data", [
+    b'{"bundle": "/b", "pid": 1}', b' \t\n{"a": [1, 2.5e3, -0, true, false, null, "\\u00e9\\n"]}\r\n', b"[]",
+    "{\"caf\u00e9\": \"\u2603\"}".encode(), b'[NaN, Infinity, -Infinity]', b'{"a": 1, "a": 2}', b"\xef\xbb\xbf{}",
+    '{"a": 1}'.encode("utf-16"), b"", b" ", b"not json", b'{"a": 1} x', b'{"a": 1}{}', b'{"a": }', b'["\x01"]',
+    b"\xff{}", b"1" * 5000, b"[" * 100000, b'{"a": 1}\x00', b"\x00{}",
+])
+def test_parse_json_is_json_loads(data):
+    """The hook's JSON reader (the C scanner without the json package) gives what json.loads gives:
+    the same value, or the same error."""
+    from hook.cdi_hook import parse_json
+
+    def outcome(loads):
+        try:
+            return "value", repr(loads(data))
+        except (ValueError, RecursionError) as e:
+            return type(e).__name__, str(e)
+
+    assert outcome(parse_json) == outcome(json.loads)
+
+
+def test_reading_the_state_imports_neither_json_nor_re():
+    repo = str(Path(__file__).resolve().parents[3])
+    code = (f"import io, sys; sys.path.insert(0, {repo!r}); import hook.cdi_hook as h\n"
+            "h.read_state(io.BytesIO(b'{\"bundle\": \"/b\"}'))\n"
+            "print(sorted(m for m in ('json', 're') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
