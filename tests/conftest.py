@@ -32,8 +32,8 @@ _END = pytest.StashKey[dict]()
 
 
 def _markers(tmp_path_factory) -> list[str]:
-    """Paths only this run uses: its pytest base temp dir."""
-    return [str(tmp_path_factory.getbasetemp())]
+    """Paths only this run uses: what lies below its pytest base temp dir (pytest-7/ is not pytest-70/)."""
+    return [str(tmp_path_factory.getbasetemp()) + "/"]
 
 
 @pytest.fixture(scope="session", autouse=True)
