@@ -16,12 +16,14 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
+from tests.support.cgroups import remove_cgroup_everywhere
 
 DOCKER_CLIENT = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else (shutil.which("docker") or "docker")
 START_TIMEOUT = 60.0
@@ -36,6 +38,7 @@ class Daemon:
     socket: Path
     log: Path
     owned_dirs: list[Path] = field(default_factory=list)
+    cgroup_parent: str | None = None  # its containers' parent cgroup, removed when it stops
 
     @property
     def host(self) -> str:
@@ -83,6 +86,22 @@ def docker(daemon: Daemon, *args: str, check: bool = True, timeout: float = 120)
     return result
 
 
+def unique_cgroup_parent(engine: str) -> str:
+    """A parent cgroup of this engine's containers for one test: engines make theirs (/docker,
+    /libpod_parent) in every hierarchy and never remove it."""
+    return f"/gct-{engine}-{uuid.uuid4().hex[:8]}"
+
+
+def dockerd_private_args(workdir: Path, socket: Path, config_file: Path, cgroup_parent: str) -> list[str]:
+    """dockerd's flags for a private daemon: data root, exec root and pid file in workdir, its own
+    socket and cgroup parent, no networking set-up (REFERENCE §4: these flags must not also appear in
+    the daemon.json)."""
+    return ["--data-root", str(workdir / "data"), "--exec-root", str(workdir / "exec"),
+            "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}",
+            "--iptables=false", "--ip6tables=false", "--bridge=none", "--cgroup-parent", cgroup_parent,
+            "--config-file", str(config_file)]
+
+
 def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tuple[str, ...] = (),
                   env: dict[str, str] | None = None) -> Daemon:
     """dockerd with its own data root, exec root, pid file and socket; no networking set-up (REFERENCE §4:
@@ -93,11 +112,10 @@ def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tu
     data_root.mkdir(exist_ok=True)
     exec_root.mkdir(exist_ok=True)
     socket = workdir / "docker.sock"
-    argv = ["dockerd", "--data-root", str(data_root), "--exec-root", str(exec_root),
-            "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}",
-            "--iptables=false", "--ip6tables=false", "--bridge=none",
-            "--config-file", str(config_file), *extra_args]
+    cgroup_parent = unique_cgroup_parent("dockerd")
+    argv = ["dockerd", *dockerd_private_args(workdir, socket, config_file, cgroup_parent), *extra_args]
     daemon = _spawn("dockerd", argv, workdir, socket, [data_root, exec_root], env)
+    daemon.cgroup_parent = cgroup_parent
     try:
         _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,
                   daemon, "its API answered")
@@ -170,6 +188,8 @@ def stop_daemon(daemon: Daemon) -> None:
     _unmount_under(dirs)
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
+    if daemon.cgroup_parent:
+        remove_cgroup_everywhere(daemon.cgroup_parent.lstrip("/"))
 
 
 def busybox_image_tar(workdir: Path) -> Path:
@@ -185,6 +205,7 @@ class PrivatePodman:
 
     workdir: Path
     hooks_dir: Path
+    cgroup_parent: str | None = None  # given to `run` and `create` (conmon's cgroup goes below it too)
 
     @property
     def env(self) -> dict[str, str]:
@@ -192,6 +213,8 @@ class PrivatePodman:
 
     def argv(self, *args: str) -> list[str]:
         w = self.workdir
+        if args[:1] in (("run",), ("create",)) and self.cgroup_parent:
+            args = (args[0], "--cgroup-parent", self.cgroup_parent, *args[1:])
         return ["podman", "--root", str(w / "storage"), "--runroot", str(w / "run"), "--tmpdir", str(w / "tmp"),
                 "--storage-driver", "vfs", "--hooks-dir", str(self.hooks_dir), "--runtime", "runc",
                 "--cgroup-manager", "cgroupfs", "--events-backend", "file", *args]
@@ -208,7 +231,7 @@ def start_podman(hooks_dir: Path, workdir: Path | None = None) -> PrivatePodman:
     (workdir / "containers.conf").write_text(
         '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]\n'
         '[engine]\nevents_logger = "file"\ncgroup_manager = "cgroupfs"\n')
-    return PrivatePodman(workdir, hooks_dir)
+    return PrivatePodman(workdir, hooks_dir, unique_cgroup_parent("podman"))
 
 
 def stop_podman(podman: PrivatePodman) -> None:
@@ -220,6 +243,8 @@ def stop_podman(podman: PrivatePodman) -> None:
             pass
     _unmount_under([podman.workdir])
     shutil.rmtree(podman.workdir, ignore_errors=True)
+    if podman.cgroup_parent:
+        remove_cgroup_everywhere(podman.cgroup_parent.lstrip("/"))
 
 
 def _require(*programs: str) -> None:

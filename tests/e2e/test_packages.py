@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.engines import Daemon, _spawn, _wait_for, busybox_image_tar, docker, stop_daemon
+from tests.e2e.engines import (Daemon, _spawn, _wait_for, busybox_image_tar, docker, dockerd_private_args, stop_daemon,
+                               unique_cgroup_parent)
 from tests.support.pkgtools import PACKAGING, REPO, load_pkgtools
 
 pytestmark = pytest.mark.e2e
@@ -525,12 +526,12 @@ def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tre
         (workdir / "data").mkdir()
         (workdir / "exec").mkdir()
         socket = workdir / "docker.sock"
+        cgroup_parent = unique_cgroup_parent("dockerd")
         argv = host.prefix() + [
             "env", "-i", f"PATH={CLEAN_PATH}", f"NVIDIA_CTK_CONFIG_FILE_PATH={config}",
-            "dockerd", "--data-root", str(workdir / "data"), "--exec-root", str(workdir / "exec"),
-            "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}", "--iptables=false",
-            "--ip6tables=false", "--bridge=none", "--config-file", str(daemon_json)]
+            "dockerd", *dockerd_private_args(workdir, socket, daemon_json, cgroup_parent)]
         daemon = _spawn("dockerd", argv, workdir, socket, [workdir / "data", workdir / "exec"])
+        daemon.cgroup_parent = cgroup_parent
         _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,
                   daemon, "its API answered")
         docker(daemon, "import", str(busybox_image_tar(base)), "gct-busybox")
