@@ -42,8 +42,22 @@ def _processes() -> dict[int, tuple[int, str]]:
         if not cmdline:  # kernel threads and zombies
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        found[int(entry)] = (ppid, cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
+        command = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+        if command.endswith("runc init"):  # says nothing of its container: its state dir does
+            command += _runc_state_dir(entry)
+        found[int(entry)] = (ppid, command)
     return found
+
+
+def _runc_state_dir(pid: str) -> str:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    for variable in environ:
+        if variable.startswith(b"_LIBCONTAINER_STATEDIR="):
+            return f" (state {variable.split(b'=', 1)[1].decode(errors='replace')})"
+    return ""
 
 
 def _mounts() -> set[str]:
