@@ -277,6 +277,16 @@ def private_dockerd():
 
 
 @pytest.fixture
+def ctr_namespace():
+    """A containerd namespace of this test; containerd makes a cgroup /<namespace> in each hierarchy
+    and keeps it, so it is removed here. Request it before private_containerd, so that it is torn
+    down after the daemon has stopped."""
+    namespace = f"gct-ctr-{uuid.uuid4().hex[:8]}"
+    yield namespace
+    remove_cgroup_everywhere(namespace)
+
+
+@pytest.fixture
 def private_containerd():
     """Factory: start_containerd(config_file, socket, owned_dirs) -> Daemon; all are stopped at teardown."""
     _require("containerd", "ctr")

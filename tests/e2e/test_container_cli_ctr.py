@@ -14,14 +14,12 @@ import json
 import subprocess
 import sys
 import tarfile
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.engines import short_tempdir
 from tests.e2e.rootfs import make_rootfs
-from tests.support.cgroups import remove_cgroup_everywhere
 from tests.support.simulated_host import create_in_process, marker_inventory
 
 pytestmark = pytest.mark.e2e
@@ -52,15 +50,6 @@ def docker_archive(root: Path, out: Path, name: str) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return out
-
-
-@pytest.fixture
-def ctr_namespace():
-    """A containerd namespace of this test; containerd makes a cgroup /<namespace> in each hierarchy
-    and keeps it, so it is removed here (set up before, so torn down after, the containerd fixture)."""
-    namespace = f"gct-cli-{uuid.uuid4().hex[:8]}"
-    yield namespace
-    remove_cgroup_everywhere(namespace)
 
 
 @pytest.fixture

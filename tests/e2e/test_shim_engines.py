@@ -102,13 +102,14 @@ def containerd_config(workdir):
     return config, socket, [root, state, opt]
 
 
-def test_ctr_run_with_the_shim_as_runc_binary(setup, workdir, private_containerd):
+def test_ctr_run_with_the_shim_as_runc_binary(setup, workdir, ctr_namespace, private_containerd):
     config, socket, dirs = containerd_config(workdir)
     daemon = private_containerd(config, socket, dirs, env=setup["env"])
 
     def ctr_run(*env: str) -> subprocess.CompletedProcess:
         rootfs = make_rootfs(workdir / f"rootfs-{uuid.uuid4().hex[:6]}", glibc=True)
-        args = ["ctr", "--address", str(daemon.socket), "run", "--rm", "--runc-binary", str(SHIM)]
+        args = ["ctr", "--address", str(daemon.socket), "--namespace", ctr_namespace, "run", "--rm",
+                "--runc-binary", str(SHIM)]
         for e in ("PATH=/usr/bin:/bin:/usr/sbin:/sbin", *env):  # no image config: no PATH otherwise
             args += ["--env", e]
         args += ["--rootfs", str(rootfs), "gct-" + uuid.uuid4().hex[:8], "sh", "-c", GPU_REPORT]

@@ -1,6 +1,5 @@
 """The static launcher: a hostile caller's environment must not reach the Python program it starts."""
 import json
-import os
 import re
 import subprocess
 import sys
