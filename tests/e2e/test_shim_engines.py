@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 
-from tests.e2e.engines import (  # noqa: F401  (fixtures)
     docker,
     private_containerd,
     private_dockerd,
