@@ -10,12 +10,7 @@ import uuid
 
 import pytest
 
-    docker,
-    private_containerd,
-    private_dockerd,
-    private_podman,
-    short_tempdir,
-)
+from tests.e2e.engines import docker, short_tempdir
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
 from tests.e2e.shim_host import GPU_REPORT, SHIM, build_gpu_host, parse_gpu_report, write_shim_config
