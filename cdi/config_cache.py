@@ -28,7 +28,6 @@ mostly tests' and one-off files, and a program started for them must leave nothi
 """
 from __future__ import annotations
 
-import json
 import os
 import stat
 import time
@@ -82,9 +81,15 @@ def _open_dir(directory: str) -> int | None:
     return None
 
 
-def read_document(directory: str, config_path: str, config_stat: os.stat_result) -> dict | None:
+def read_document(directory: str, config_path: str, config_stat: os.stat_result,
+                  json_loads=None) -> dict | None:
     """The kept document of the config file described by config_stat; None when there is no
-    trustworthy, matching one."""
+    trustworthy, matching one. json_loads: json.loads, or a reader that gives what it gives (the hooks
+    pass theirs, which spares importing json and re at every container start)."""
+    if json_loads is None:
+        import json
+
+        json_loads = json.loads
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return None
@@ -95,7 +100,7 @@ def read_document(directory: str, config_path: str, config_stat: os.stat_result)
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_size > MAX_CACHE_BYTES:
                 return None
-            kept = json.loads(f.read(MAX_CACHE_BYTES + 1))
+            kept = json_loads(f.read(MAX_CACHE_BYTES + 1))
     except (OSError, ValueError, RecursionError):
         return None
     finally:
@@ -113,6 +118,8 @@ def write_document(directory: str, config_path: str, config_stat: os.stat_result
     identity; one made later than that always shows in the ctime."""
     if time.time_ns() - config_stat.st_ctime_ns < RECENT_NS:
         return
+    import json   # writing is rare: only reading is on every start
+
     try:
         text = json.dumps({"magic": MAGIC, "config": config_path, "identity": identity(config_stat),
                            "document": document}, allow_nan=False)

@@ -8,7 +8,6 @@ YAML lives in cdi/spec_yaml.py so that the JSON path imports no YAML parser.
 """
 from __future__ import annotations
 
-import json
 import os
 
 from cdi.errors import SpecError
@@ -203,6 +202,8 @@ def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = Non
         from cdi.spec_yaml import load_yaml_document  # imported only when a YAML spec is read
 
         return load_yaml_document(text, path)
+    import json   # here, not at the top: the hooks import this module for its types only
+
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -210,6 +211,8 @@ def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = Non
 
 
 def spec_to_json(spec: Spec) -> str:
+    import json
+
     return json.dumps(spec.to_dict(), indent=2) + "\n"
 
 
@@ -241,6 +244,8 @@ def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
         from cdi.spec_yaml import dump_yaml_document
 
         return dump_yaml_document(document)
+    import json
+
     return json.dumps(document, indent=2) + "\n"
 
 

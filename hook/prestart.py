@@ -22,7 +22,6 @@ children (the batch child, the ldconfig sandbox) need nothing more.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -89,7 +88,7 @@ def drop_privileges() -> None:
 
 def load_container(state: dict) -> tuple[dict, str, int]:
     """(config.json, rootfs, pid) of the container the state describes."""
-    from hook.cdi_hook import HookError
+    from hook.cdi_hook import HookError, parse_json   # json.loads without importing json and re
 
     bundle = state.get("bundle") or state.get("bundlePath")
     if not isinstance(bundle, str) or not bundle.startswith("/"):
@@ -107,7 +106,7 @@ def load_container(state: dict) -> tuple[dict, str, int]:
     if len(data) > MAX_CONFIG:
         raise HookError("container config is too large", config_path)
     try:
-        oci = json.loads(data)
+        oci = parse_json(data)
     except ValueError as e:
         raise HookError(f"invalid container config: {e}", config_path) from None
     root = oci.get("root") if isinstance(oci, dict) else None
@@ -120,11 +119,12 @@ def load_container(state: dict) -> tuple[dict, str, int]:
 def prestart(config_file: str | None) -> int:
     from cdi.config import load_config
     from cdi.request import resolve_device_request
-    from hook.cdi_hook import read_state
+    from hook.cdi_hook import parse_json, read_state
 
     state = read_state(sys.stdin.buffer)
     oci, rootfs, pid = load_container(state)
-    config = load_config(config_file, use_cache=True)   # parsed once per config file: cdi.config_cache
+    # parsed once per config file (cdi.config_cache), the kept document read without importing json
+    config = load_config(config_file, use_cache=True, json_loads=parse_json)
     request = resolve_device_request(oci, config)
     if not request.is_gpu_container:
         return 0

@@ -157,25 +157,27 @@ def test_state_names_the_bundle_either_way(tmp_path, key):
 
 def test_the_gpu_path_imports_no_dataclasses_logging_nor_a_kept_configs_toml_parser(tmp_path):
     """Speed (issue 7): the modules a GPU request runs through import neither dataclasses (and inspect)
-    nor logging; with the config's document kept (cdi.config_cache) no TOML parser either. The run
+    nor logging; with the config's document kept (cdi.config_cache) no TOML parser and no json package
+    either (the state, config.json and the kept document are read by hook.cdi_hook.parse_json). The run
     stops at the missing driver root; the injection modules are imported as inject_request would."""
     bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
     config = tmp_path / "config.toml"
     config.write_text(f'[nvidia-container-cli]\nroot = "{tmp_path / "missing"}"\n')
-    code = ("import io, json, sys\n"
+    state = json.dumps({"bundle": str(bundle), "pid": 1}).encode()
+    code = ("import io, sys\n"
             f"sys.path[:0] = {[str(REPO), *sys.path]!r}\n"
-            f"sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({{'bundle': {str(bundle)!r}, 'pid': 1}}).encode()))\n"
+            f"sys.stdin = io.TextIOWrapper(io.BytesIO({state!r}))\n"
             "import cdi.config_cache; cdi.config_cache.RECENT_NS = 0   # the config was written just now\n"
             "from hook.prestart import _defer_ctypes_util, run\n"
             "rc = run(['prestart'])\n"
             "_defer_ctypes_util()\n"
             "import cdi.driver_root, cdi.nvml, cdi.selection, hook.inject, hook.proc_driver, pynvml\n"
             "import libcontainer_c.batch, libcontainer_c.ldconfig, libcontainer_c.device_cgroup\n"
-            "print(rc, sorted(m for m in ('dataclasses', 'inspect', 'logging', 'tomllib') if m in sys.modules))\n")
+            "print(rc, sorted(m for m in ('dataclasses', 'inspect', 'logging', 'tomllib', 'json') if m in sys.modules))\n")
     env = {"PATH": "/usr/bin:/bin", "NVIDIA_CTK_CONFIG_FILE_PATH": str(config),
            "NVIDIA_CTK_CACHE_DIR": str(tmp_path / "cache")}
     runs = [subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, env=env)
             for _ in range(2)]
-    assert runs[0].stdout.split("\n")[0] == "1 ['tomllib']", runs[0].stderr   # parsed, and kept
+    assert runs[0].stdout.split("\n")[0] == "1 ['json', 'tomllib']", runs[0].stderr   # parsed, and kept
     assert runs[1].stdout.split("\n")[0] == "1 []", runs[1].stderr
     assert "cannot use driver root" in runs[1].stderr
