@@ -5,15 +5,14 @@ key's part after the prefix is free (usually `<plugin>_<id>`), the value a comma
 """
 from __future__ import annotations
 
-import re
-
 from cdi.errors import InvalidNameError, RequestError
+from cdi.lazy_pattern import LazyPattern
 from cdi.qualified_name import parse_qualified_name
 
 DEFAULT_PREFIX = "cdi.k8s.io/"
 MAX_ANNOTATION_NAME = 63  # Kubernetes' limit for the name part of a key
 MAX_DEVICES = 1024
-_KEY_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+_KEY_NAME = LazyPattern(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
 
 def devices_from_annotations(annotations: dict, prefixes: tuple[str, ...] | list[str] = (DEFAULT_PREFIX,)

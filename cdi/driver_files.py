@@ -18,10 +18,8 @@ reached through a link.
 """
 from __future__ import annotations
 
-import fnmatch
 import os
 import posixpath
-import re
 import stat
 from collections.abc import Iterable
 
@@ -58,7 +56,8 @@ IPC_SOCKETS = {
 }
 DEFAULT_MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"
 FIRMWARE_DIRECTORY = "/lib/firmware/nvidia/{version}"
-FIRMWARE_PATTERN = "gsp*.bin"
+FIRMWARE_PREFIX, FIRMWARE_SUFFIX = "gsp", ".bin"   # gsp*.bin: no fnmatch (it imports re)
+FIRMWARE_PATTERN = f"{FIRMWARE_PREFIX}*{FIRMWARE_SUFFIX}"
 LD_CACHE = "/etc/ld.so.cache"
 # The PATH the real tools fall back to; binaries are searched in it, inside the root.
 DEFAULT_SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -74,7 +73,12 @@ LIBRARY, LIBRARY32, BINARY, FIRMWARE = "library", "library32", "binary", "firmwa
 IPC_SOCKET, MPS_DIR = "ipc-socket", "mps-dir"
 
 _CAPABILITY_OF_LIBRARY = {name: cap for cap, names in LIBRARIES.items() for name in names}
-_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
+_ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _valid_version(text: object) -> bool:
+    """[0-9A-Za-z][0-9A-Za-z._-]{0,63}, as a string test: no re on a container's start path."""
+    return isinstance(text, str) and 0 < len(text) <= 64 and text[0] in _ALNUM and not text.strip(_ALNUM + "._-")
 
 
 class _Abi(Record, frozen=True):
@@ -142,7 +146,7 @@ def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[s
     $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps. `ld_cache` is the cache's path inside the
     root (config `[nvidia-container-cli] ldcache`). `machine` (default: this host's) picks the
     library ABI. Raises DriverFilesError; missing files are not an error."""
-    if not isinstance(driver_version, str) or not _VERSION.fullmatch(driver_version):
+    if not _valid_version(driver_version):
         raise DriverFilesError(f"invalid driver version {driver_version!r}")
     caps = parse_capabilities(capabilities)
     machine = machine or os.uname().machine
@@ -325,7 +329,7 @@ class _Search:
             return []
         found = []
         for name in self.root.listdir(resolved_dir):
-            if not fnmatch.fnmatchcase(name, FIRMWARE_PATTERN):
+            if not (name.startswith(FIRMWARE_PREFIX) and name.endswith(FIRMWARE_SUFFIX)):
                 continue
             resolved = self._resolve(posixpath.join(resolved_dir, name))
             st = self.root.stat(resolved) if resolved else None

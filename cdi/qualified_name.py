@@ -6,16 +6,18 @@ Dots in a class are a 0.6.0 feature; the parser accepts them and cdi.spec_versio
 """
 from __future__ import annotations
 
-import re
-
 from cdi.errors import InvalidNameError
 from cdi.record import Record
 
 # Long enough for any real name; bounds what a hostile annotation can make us carry around.
 MAX_NAME_LENGTH = 256
 
-_VENDOR_OR_CLASS = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
-_DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_ALNUM = _LETTERS + "0123456789"
+# (first, any, last): the allowed characters. Plain string tests, not re: every container start
+# checks a kind, and importing re costs more than the rest of this module (cdi.lazy_pattern).
+_VENDOR_OR_CLASS = (_LETTERS, _ALNUM + "_.-", _ALNUM)
+_DEVICE_NAME = (_ALNUM, _ALNUM + "_.:-", _ALNUM)
 
 # The same rules as one pattern each, for the JSON schema (cdi/schema.json keeps copies of these).
 KIND_PATTERN = r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
@@ -35,12 +37,13 @@ class QualifiedName(Record, frozen=True):
         return f"{self.vendor}/{self.cls}={self.name}"
 
 
-def _check(label: str, value: str, pattern: re.Pattern, rule: str) -> None:
+def _check(label: str, value: str, chars: tuple[str, str, str], rule: str) -> None:
     if not value:
         raise InvalidNameError(f"empty {label}")
     if len(value) > MAX_NAME_LENGTH:
         raise InvalidNameError(f"{label} longer than {MAX_NAME_LENGTH} characters")
-    if not pattern.fullmatch(value):
+    first, any_, last = chars
+    if value[0] not in first or value[-1] not in last or value.strip(any_):
         raise InvalidNameError(f"invalid {label} {value!r}: {rule}")
 
 

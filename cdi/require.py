@@ -7,20 +7,20 @@ GPU (a MIG device by its parent), so `arch>=8.0` with two GPUs needs both to be 
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from cdi.errors import RequirementError
 from cdi.inventory import Gpu, Inventory
+from cdi.lazy_pattern import LazyPattern
 from cdi.record import Record
 
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 VERSION_KEYS = ("cuda", "driver", "arch")
 MAX_REQUIREMENT_LENGTH = 4096
 
-_TERM = re.compile(r"^([A-Za-z]+)(!=|<=|>=|=|<|>)(.*)$")
-_VERSION = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,3}$")
-_BRAND = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TERM = LazyPattern(r"^([A-Za-z]+)(!=|<=|>=|=|<|>)(.*)$")
+_VERSION = LazyPattern(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,3}$")
+_BRAND = LazyPattern(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class Constraint(Record, frozen=True):
@@ -62,6 +62,8 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def _brand_key(name: str) -> str:
+    import re   # only when a brand is required (cdi.lazy_pattern)
+
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
@@ -97,6 +99,8 @@ def parse_requirement(variable: str, value: str) -> Requirement | None:
 
 def cuda_version_requirement(cuda_version: str) -> Requirement:
     """What a legacy image's CUDA_VERSION (e.g. 9.0.176) asks for: cuda>=major.minor."""
+    import re   # only for a legacy image (cdi.lazy_pattern)
+
     match = re.match(r"^([0-9]{1,9})\.([0-9]{1,9})(\.[0-9]{1,9})*$", cuda_version.strip())
     if not match:
         raise RequirementError(f"malformed CUDA_VERSION {cuda_version!r}", "CUDA_VERSION")
