@@ -1,4 +1,4 @@
-"""`nvidia-ctk cdi ...`: thin commands over cdi.validate and cdi.registry.
+"""`nvidia-ctk cdi ...`: thin commands over cdi.generate, cdi.validate and cdi.registry.
 
 Subcommands are listed in SUBCOMMANDS and imported only when run, so another module can add one
 (e.g. `"generate": "ctk.cdi_generate:generate"`) without touching the others.
@@ -33,7 +33,7 @@ class _LazySubcommands(click.Group):
 
 @click.group(cls=_LazySubcommands)
 def cdi() -> None:
-    """Container Device Interface (CDI) specs: validate, list."""
+    """Container Device Interface (CDI) specs: generate, validate, list."""
 
 
 def _error_line(what: str) -> None:
