@@ -181,3 +181,17 @@ def test_the_gpu_path_imports_no_dataclasses_logging_nor_a_kept_configs_toml_par
     assert runs[0].stdout.split("\n")[0] == "1 ['json', 'tomllib']", runs[0].stderr   # parsed, and kept
     assert runs[1].stdout.split("\n")[0] == "1 []", runs[1].stderr
     assert "cannot use driver root" in runs[1].stderr
+
+
+def test_string_stand_in_gives_pynvml_the_same_error_classes_without_re():
+    code = ("import sys; from hook.prestart import _defer_ctypes_util, _defer_string; _defer_ctypes_util(); "
+            "_defer_string(); import pynvml; print('re' in sys.modules, 'enum' in sys.modules); "
+            "print(sorted(n for n in dir(pynvml) if n.startswith('NVMLError_'))); "
+            "import string; print(string.capwords(' a  bC_d ', None), string.capwords('a_b', '_'), "
+            "string.ascii_letters == 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ', 're' in sys.modules)")
+    plain = ("import sys, pynvml; print(False, False); print(sorted(n for n in dir(pynvml) if n.startswith('NVMLError_'))); "
+             "import string; print(string.capwords(' a  bC_d ', None), string.capwords('a_b', '_'), True, True)")
+    runs = [subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {c}"],
+                           capture_output=True, text=True, cwd=REPO, check=True).stdout for c in (code, plain)]
+    assert runs[0] == runs[1]
+    assert len(runs[0].splitlines()[1]) > 100   # pynvml's many error classes, all named the same
