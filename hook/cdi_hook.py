@@ -304,8 +304,16 @@ def _warn(message: str) -> None:
     print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
+def usage() -> str:
+    """The usage text: the subcommand part of this module's docstring."""
+    return __doc__.split("\n\nStarted through", 1)[0].strip() + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(usage())
+        return 0
     try:
         tasks = parse_args(argv)
         for warning in tasks.warnings:

@@ -218,11 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     os._exit(code)
 
 
+USAGE = f"usage: {PROG} [-config FILE] [-debug] prestart|poststart|poststop   (OCI state on stdin)"
+
+
 def run(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "-help", "--help"):
+        print(USAGE)
+        return 0
     try:
         command, config_file = parse_argv(argv)
     except UsageError as e:
-        return _error(f"{e} (usage: {PROG} [-config FILE] prestart|poststart|poststop)")
+        return _error(f"{e} ({USAGE})")
     if command in ("poststart", "poststop"):
         return 0
     if command != "prestart":

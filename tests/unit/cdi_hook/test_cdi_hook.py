@@ -235,3 +235,12 @@ def test_reading_the_state_imports_neither_json_nor_re():
             "print(sorted(m for m in ('json', 're') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_subcommands_and_reads_no_state(flag):
+    done = subprocess.run([sys.executable, "-m", "hook.cdi_hook", flag], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0 and done.stderr == ""
+    assert "create-symlinks  --link TARGET::LINK" in done.stdout
+    assert "update-ldcache   --folder DIR" in done.stdout

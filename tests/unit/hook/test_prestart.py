@@ -195,3 +195,11 @@ def test_string_stand_in_gives_pynvml_the_same_error_classes_without_re():
                            capture_output=True, text=True, cwd=REPO, check=True).stdout for c in (code, plain)]
     assert runs[0] == runs[1]
     assert len(runs[0].splitlines()[1]) > 100   # pynvml's many error classes, all named the same
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h", "-help"])
+def test_help_is_the_usage_line_and_success(flag):
+    done = subprocess.run([sys.executable, "-m", "hook.prestart", flag], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("usage: nvidia-container-runtime-hook [-config FILE]")
