@@ -192,11 +192,17 @@ def read_state(stream) -> dict:
     return state
 
 
-def rootfs_from_state(state: dict, container_spec: str | None = None) -> str:
-    """The container's root: config.json's root.path, relative to the bundle (never the cwd)."""
+def state_bundle(state: dict) -> str:
+    """The bundle directory the state names (runc/crun: `bundle`; older runtimes: `bundlePath`)."""
     bundle = state.get("bundle") or state.get("bundlePath")
     if not isinstance(bundle, str) or not bundle.startswith("/"):
         raise HookError("container state has no absolute bundle path", "stdin")
+    return bundle
+
+
+def load_container_config(bundle: str, container_spec: str | None = None) -> tuple[dict, str]:
+    """(config.json, rootfs) of the bundle: the rootfs is config.json's root.path, relative to the
+    bundle (never the cwd). Shared by this hook and the prestart hook."""
     config_path = container_spec or os.path.join(bundle, "config.json")
     try:
         fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -204,15 +210,22 @@ def rootfs_from_state(state: dict, container_spec: str | None = None) -> str:
             data = f.read(MAX_CONFIG + 1)
     except OSError as e:
         raise HookError(f"cannot read the container's config: {e.strerror or e}", config_path) from None
+    if len(data) > MAX_CONFIG:
+        raise HookError("container config is too large", config_path)
     try:
-        config = parse_json(data) if len(data) <= MAX_CONFIG else None
+        config = parse_json(data)
     except ValueError as e:
         raise HookError(f"invalid container config: {e}", config_path) from None
-    root = (config or {}).get("root") if isinstance(config, dict) else None
+    root = config.get("root") if isinstance(config, dict) else None
     path = root.get("path") if isinstance(root, dict) else None
     if not isinstance(path, str) or not path:
         raise HookError("container config has no root.path", config_path)
-    return os.path.normpath(os.path.join(bundle, path))
+    return config, os.path.normpath(os.path.join(bundle, path))
+
+
+def rootfs_from_state(state: dict, container_spec: str | None = None) -> str:
+    """The container's root, from the state's bundle and its config.json."""
+    return load_container_config(state_bundle(state), container_spec)[1]
 
 
 def create_links(rootfs: str, links: list[tuple[str, str]], warn) -> None:

@@ -26,7 +26,6 @@ import os
 import sys
 
 PROG = "nvidia-container-runtime-hook"
-MAX_CONFIG = 16 << 20
 
 # What injection needs: mounts, setns and cgroup device programs (SYS_ADMIN, BPF), reading
 # /proc/<pid>/ns of the runtime's non-dumpable init (SYS_PTRACE), walking and writing image
@@ -88,32 +87,14 @@ def drop_privileges() -> None:
 
 def load_container(state: dict) -> tuple[dict, str, int]:
     """(config.json, rootfs, pid) of the container the state describes."""
-    from hook.cdi_hook import HookError, parse_json   # json.loads without importing json and re
+    from hook.cdi_hook import HookError, load_container_config, state_bundle
 
-    bundle = state.get("bundle") or state.get("bundlePath")
-    if not isinstance(bundle, str) or not bundle.startswith("/"):
-        raise HookError("container state has no absolute bundle path", "stdin")
+    bundle = state_bundle(state)
     pid = state.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise HookError("container state has no pid", "stdin")
-    config_path = os.path.join(bundle, "config.json")
-    try:
-        fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_CONFIG + 1)
-    except OSError as e:
-        raise HookError(f"cannot read the container's config: {e.strerror or e}", config_path) from None
-    if len(data) > MAX_CONFIG:
-        raise HookError("container config is too large", config_path)
-    try:
-        oci = parse_json(data)
-    except ValueError as e:
-        raise HookError(f"invalid container config: {e}", config_path) from None
-    root = oci.get("root") if isinstance(oci, dict) else None
-    path = root.get("path") if isinstance(root, dict) else None
-    if not isinstance(path, str) or not path:
-        raise HookError("container config has no root.path", config_path)
-    return oci, os.path.normpath(os.path.join(bundle, path)), pid
+    oci, rootfs = load_container_config(bundle)
+    return oci, rootfs, pid
 
 
 def prestart(config_file: str | None) -> int:
