@@ -185,7 +185,7 @@ def read_state(stream) -> dict:
         raise HookError("container state is too large", "stdin")
     try:
         state = parse_json(data)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
         raise HookError(f"invalid container state: {e}", "stdin") from None
     if not isinstance(state, dict):
         raise HookError("invalid container state: not a JSON object", "stdin")
@@ -214,7 +214,7 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
         raise HookError("container config is too large", config_path)
     try:
         config = parse_json(data)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
         raise HookError(f"invalid container config: {e}", config_path) from None
     root = config.get("root") if isinstance(config, dict) else None
     path = root.get("path") if isinstance(root, dict) else None

@@ -2,6 +2,7 @@
 installed launcher on a busybox + glibc rootfs with the host's ldconfig."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hook.cdi_hook import HookError, parse_args, rootfs_from_state
+from hook.cdi_hook import HookError, parse_args, read_state, rootfs_from_state
 from tests.e2e.rootfs import make_rootfs
 
 HOOK = Path(sys.executable).parent / "nvidia-cdi-hook"
@@ -93,6 +94,16 @@ def test_a_config_without_root_path(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(HookError, match="container config has no root.path"):
         rootfs_from_state({"bundle": str(tmp_path)})
+
+
+def test_deeply_nested_json_is_an_error_not_a_traceback(tmp_path):
+    """json.loads raises RecursionError (not a ValueError) for deep nesting: still one HookError."""
+    deep = "[" * 200_000 + "]" * 200_000
+    (tmp_path / "config.json").write_text('{"root": {"path": "rootfs"}, "x": ' + deep + "}")
+    with pytest.raises(HookError, match="invalid container config"):
+        rootfs_from_state({"bundle": str(tmp_path)})
+    with pytest.raises(HookError, match="invalid container state"):
+        read_state(io.BytesIO(deep.encode()))
 
 
 # -- real runs of the installed program -----------------------------------------------------------
