@@ -26,7 +26,12 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
     """(the parsed config.json, its exact bytes)."""
     path = spec_path(bundle)
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: a FIFO there must not hang the shim (the launcher's scan skips a non-regular file
+        # too and leaves it to us)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ShimError("the OCI spec is not a regular file", path)
             data = f.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise ShimError(f"cannot read the OCI spec: {exc.strerror}", path) from None

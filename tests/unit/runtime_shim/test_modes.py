@@ -135,6 +135,24 @@ def test_read_spec_errors(tmp_path, text, message):
         read_spec(str(tmp_path))
 
 
+def test_read_spec_refuses_a_fifo_without_blocking(tmp_path):
+    import signal
+
+    os.mkfifo(tmp_path / "config.json")
+
+    def timeout(signum, frame):
+        raise TimeoutError("read_spec blocked on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(5)
+    try:
+        with pytest.raises(ShimError, match="not a regular file"):
+            read_spec(str(tmp_path))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 REQUESTS = [
     {"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"]}},
     {"process": {"env": ["CUDA_VERSION=12.1"]}},
