@@ -25,6 +25,7 @@ environment, limits).
 from __future__ import annotations
 
 import os
+import stat  # already imported by os
 import sys
 
 PROG = "nvidia-cdi-hook"
@@ -205,8 +206,11 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     bundle (never the cwd). Shared by this hook and the prestart hook."""
     config_path = container_spec or os.path.join(bundle, "config.json")
     try:
-        fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        # O_NONBLOCK and a regular file only: a FIFO there must not hang the container's start
+        fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise HookError("container config is not a regular file", config_path)
             data = f.read(MAX_CONFIG + 1)
     except OSError as e:
         raise HookError(f"cannot read the container's config: {e.strerror or e}", config_path) from None

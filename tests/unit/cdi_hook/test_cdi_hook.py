@@ -106,6 +106,24 @@ def test_deeply_nested_json_is_an_error_not_a_traceback(tmp_path):
         read_state(io.BytesIO(deep.encode()))
 
 
+def test_a_config_that_is_a_fifo_is_an_error_without_blocking(tmp_path):
+    import signal
+
+    os.mkfifo(tmp_path / "config.json")
+
+    def timeout(signum, frame):
+        raise TimeoutError("load_container_config blocked on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(5)
+    try:
+        with pytest.raises(HookError, match="not a regular file"):
+            rootfs_from_state({"bundle": str(tmp_path)})
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 # -- real runs of the installed program -----------------------------------------------------------
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not HOOK.exists() or not os.path.exists("/sbin/ldconfig"),
