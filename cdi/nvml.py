@@ -93,7 +93,7 @@ def read_mig_minors(path: str) -> dict[tuple[int, int, int | None], int]:
     for line in lines:
         key, _, value = line.partition(" ")
         parts = key.split("/")
-        if len(parts) not in (3, 4) or parts[-1] != "access" or not value.strip().isdigit():
+        if len(parts) not in (3, 4) or parts[-1] != "access" or not (value.strip().isascii() and value.strip().isdigit()):
             continue  # "config N", "monitor N" and anything unknown
         try:
             gpu, gi = int(parts[0].removeprefix("gpu")), int(parts[1].removeprefix("gi"))

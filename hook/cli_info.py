@@ -221,7 +221,7 @@ def _global_cap_minors(root: DriverRoot) -> dict[str, int]:
         with open(root.proc_path("driver/nvidia-caps/mig-minors")) as f:
             for line in f:
                 key, _, value = line.strip().partition(" ")
-                if key in ("config", "monitor") and value.isdigit():
+                if key in ("config", "monitor") and value.isascii() and value.isdigit():
                     found[key] = int(value)
     except OSError:
         pass

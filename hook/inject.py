@@ -184,16 +184,21 @@ def _mig_global_minors(root: DriverRoot) -> dict[str, int]:
         raise InjectionError(f"cannot read MIG capability minors: {e.strerror}", path) from None
     for line in text.splitlines():
         key, _, value = line.partition(" ")
-        if key in minors and value.strip().isdigit():
+        if key in minors and _is_decimal(value.strip()):
             minors[key] = int(value)
     return minors
+
+
+def _is_decimal(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes characters such as '²' that int() refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def _imex_channel_names(root: DriverRoot, channels: tuple[int, ...], every: bool) -> list[str]:
     if every:
         directory = root.dev_path(IMEX_DIR)
         try:
-            names = [n for n in os.listdir(directory) if n.startswith("channel") and n[7:].isdigit()]
+            names = [n for n in os.listdir(directory) if n.startswith("channel") and _is_decimal(n[7:])]
         except FileNotFoundError:
             raise InjectionError("IMEX channels requested, but the driver has none", directory) from None
         if len(names) > MAX_IMEX_CHANNELS:

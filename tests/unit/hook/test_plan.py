@@ -110,3 +110,14 @@ def test_none_gives_control_nodes_and_driver_files_but_no_gpu(sim_host):
 def test_mount_options_mapping(options, set_bits, clear_bits, recursive):
     result = mount_options(options, "x")
     assert (result.set, result.clear, result.recursive) == (set_bits, clear_bits, recursive)
+
+
+def test_mig_config_and_monitor_minors_skip_non_ascii_digits(tmp_path):
+    from cdi.driver_root import DriverRoot
+    from hook.inject import DEFAULT_MIG_MINORS, MIG_MINORS, _mig_global_minors
+
+    root = tmp_path / "root"
+    (root / "proc" / MIG_MINORS).parent.mkdir(parents=True)
+    (root / "proc" / MIG_MINORS).write_text("config \u00b2\nmonitor 7\n")
+    (root / ".nvidia-simulated-host.json").write_text("{}")  # a marked root supplies its own proc
+    assert _mig_global_minors(DriverRoot(str(root))) == {**DEFAULT_MIG_MINORS, "monitor": 7}

@@ -81,3 +81,10 @@ def test_read_mig_minors_ignores_other_lines_and_tolerates_a_missing_file(tmp_pa
     path.write_text("config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\ngarbage\ngpuX/gi1/access 5\n")
     assert read_mig_minors(str(path)) == {(0, 1, None): 12, (0, 1, 0): 13}
     assert read_mig_minors(str(tmp_path / "missing")) == {}
+
+
+def test_read_mig_minors_skips_non_ascii_digits(tmp_path):
+    # str.isdigit() takes '²', int() refuses it: such a line must be skipped, not raise
+    path = tmp_path / "mig-minors"
+    path.write_text("gpu0/gi1/access \u00b2\ngpu0/gi1/ci0/access 13\n")
+    assert read_mig_minors(str(path)) == {(0, 1, 0): 13}
