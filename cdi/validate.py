@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 
 from cdi.errors import SpecError
 from cdi.record import Record
+from cdi.regular_file import read_regular_file
 from cdi.spec import Spec, parse_spec_text
 from cdi.spec_version import KNOWN_VERSIONS, minimum_version_of, version_key
 
@@ -135,20 +135,10 @@ def validate_document(document: object, file: str, raise_first: bool = False) ->
 
 def read_spec_bytes(path: str | os.PathLike) -> tuple[bytes, os.stat_result]:
     """The content of a spec file and the fstat of the very file read (the cache key of cdi.registry)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SpecError("not a regular file", str(path))
-        if st.st_size > MAX_SPEC_BYTES:
-            raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes", str(path))
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_SPEC_BYTES + 1)
-        if len(data) > MAX_SPEC_BYTES:
-            raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes", str(path))
-        return data, st
-    finally:
-        os.close(fd)
+        return read_regular_file(path, MAX_SPEC_BYTES)
+    except ValueError as exc:
+        raise SpecError(str(exc), str(path)) from None
 
 
 def load_document(path: str | os.PathLike) -> tuple[dict, os.stat_result]:

@@ -206,7 +206,8 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     bundle (never the cwd). Shared by this hook and the prestart hook."""
     config_path = container_spec or os.path.join(bundle, "config.json")
     try:
-        # O_NONBLOCK and a regular file only: a FIFO there must not hang the container's start
+        # O_NONBLOCK and a regular file only: a FIFO there must not hang the container's start. (The
+        # same rule as cdi.regular_file, written out here: this program imports no cdi module.)
         fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):

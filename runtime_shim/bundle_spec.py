@@ -12,6 +12,7 @@ import json
 import os
 import stat
 
+from cdi.regular_file import read_regular_file
 from runtime_shim.errors import ShimError
 
 CONFIG_NAME = "config.json"
@@ -26,17 +27,13 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
     """(the parsed config.json, its exact bytes)."""
     path = spec_path(bundle)
     try:
-        # O_NONBLOCK: a FIFO there must not hang the shim (the launcher's scan skips a non-regular file
-        # too and leaves it to us)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ShimError("the OCI spec is not a regular file", path)
-            data = f.read(MAX_SPEC_BYTES + 1)
+        # a FIFO there must not hang the shim (the launcher's scan skips a non-regular file too and
+        # leaves it to us)
+        data, _ = read_regular_file(path, MAX_SPEC_BYTES)
     except OSError as exc:
         raise ShimError(f"cannot read the OCI spec: {exc.strerror}", path) from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise ShimError(f"OCI spec larger than {MAX_SPEC_BYTES} bytes", path)
+    except ValueError as exc:
+        raise ShimError(f"the OCI spec is {exc}", path) from None
     try:
         document = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
