@@ -79,28 +79,50 @@ def _initialise(root: DriverRoot):
         return pynvml
 
 
+MIG_MINORS = "driver/nvidia-caps/mig-minors"     # under the driver's proc
+DEFAULT_MIG_CONTROL_MINORS = {"config": 1, "monitor": 2}
+
+
+def _mig_minor_entries(path: str) -> list[tuple[str, int]]:
+    """(key, minor) of every mig-minors line whose value is an ASCII number ("gpu0/gi1/access 12",
+    "config 1"). A missing file gives []; the file is read once, at most 1 MiB of it."""
+    try:
+        with open(path) as f:
+            text = f.read(1 << 20)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise NvmlError(f"cannot read MIG capability minors: {e.strerror}", path) from None
+    entries = []
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(" ")
+        value = value.strip()
+        if value.isascii() and value.isdigit():   # isdigit alone takes '²', which int() refuses
+            entries.append((key, int(value)))
+    return entries
+
+
 def read_mig_minors(path: str) -> dict[tuple[int, int, int | None], int]:
     """Parse mig-minors: (gpu minor, gi, ci or None for the GI's own file) -> capability minor.
     A missing file gives {} (callers then use the real drivers' fixed layout)."""
     minors: dict[tuple[int, int, int | None], int] = {}
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return minors
-    except OSError as e:
-        raise NvmlError(f"cannot read MIG capability minors: {e.strerror}", path) from None
-    for line in lines:
-        key, _, value = line.partition(" ")
+    for key, minor in _mig_minor_entries(path):
         parts = key.split("/")
-        if len(parts) not in (3, 4) or parts[-1] != "access" or not (value.strip().isascii() and value.strip().isdigit()):
+        if len(parts) not in (3, 4) or parts[-1] != "access":
             continue  # "config N", "monitor N" and anything unknown
         try:
             gpu, gi = int(parts[0].removeprefix("gpu")), int(parts[1].removeprefix("gi"))
             ci = int(parts[2].removeprefix("ci")) if len(parts) == 4 else None
         except ValueError:
             continue
-        minors[(gpu, gi, ci)] = int(value)
+        minors[(gpu, gi, ci)] = minor
+    return minors
+
+
+def read_mig_control_minors(path: str) -> dict[str, int]:
+    """The minors of the MIG `config` and `monitor` capabilities (absent: the fixed 1 and 2)."""
+    minors = dict(DEFAULT_MIG_CONTROL_MINORS)
+    minors.update((key, minor) for key, minor in _mig_minor_entries(path) if key in minors)
     return minors
 
 

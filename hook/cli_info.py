@@ -43,7 +43,6 @@ IMEX_CHANNEL_DIR = "nvidia-caps-imex-channels"
 MIG_CAPABILITIES_DIR = "driver/nvidia/capabilities"
 # What list's discovery asks for: every capability (compat32 only on request).
 LIST_CAPABILITIES = ("compute", "display", "graphics", "ngx", "utility", "video")
-DEFAULT_MIG_CONFIG_MINOR, DEFAULT_MIG_MONITOR_MINOR = 1, 2
 
 
 class ListError(CdiError):
@@ -135,8 +134,7 @@ def mig_paths(root: DriverRoot, inventory: Inventory, migs) -> list[str]:
 
 def mig_global_paths(root: DriverRoot, which: str) -> list[str]:
     """The access file and capability node of MIG `config` or `monitor` (whole-driver rights)."""
-    minor = _global_cap_minors(root).get(which,
-                                         DEFAULT_MIG_CONFIG_MINOR if which == "config" else DEFAULT_MIG_MONITOR_MINOR)
+    minor = _global_cap_minors(root)[which]
     return [root.proc_path(f"{MIG_CAPABILITIES_DIR}/mig/{which}"),
             _existing_node(root, f"nvidia-caps/nvidia-cap{minor}", f"MIG {which} capability")]
 
@@ -216,13 +214,9 @@ def _listdir(path: str) -> list[str]:
 
 def _global_cap_minors(root: DriverRoot) -> dict[str, int]:
     """`config N` and `monitor N` from the driver's mig-minors (absent: the fixed minors 1 and 2)."""
-    found = {}
+    from cdi.nvml import DEFAULT_MIG_CONTROL_MINORS, MIG_MINORS, NvmlError, read_mig_control_minors
+
     try:
-        with open(root.proc_path("driver/nvidia-caps/mig-minors")) as f:
-            for line in f:
-                key, _, value = line.strip().partition(" ")
-                if key in ("config", "monitor") and value.isascii() and value.isdigit():
-                    found[key] = int(value)
-    except OSError:
-        pass
-    return found
+        return read_mig_control_minors(root.proc_path(MIG_MINORS))
+    except NvmlError:  # an unreadable file: list the real drivers' fixed minors
+        return dict(DEFAULT_MIG_CONTROL_MINORS)

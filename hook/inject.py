@@ -35,9 +35,6 @@ from cdi.spec import ContainerEdits, DeviceNode, Mount
 
 IMEX_DIR = "nvidia-caps-imex-channels"
 MIG_CAP_DIR = "nvidia-caps"
-MIG_MINORS = "driver/nvidia-caps/mig-minors"
-# the real driver's fixed minors of the MIG config and monitor capabilities
-DEFAULT_MIG_MINORS = {"config": 1, "monitor": 2}
 MAX_IMEX_CHANNELS = 4096
 
 _MOUNT_FLAGS = ("ro", "nosuid", "nodev", "noexec")
@@ -172,21 +169,13 @@ def _check_gpu_ids(ids: tuple[str, ...], variable: str, inventory: Inventory) ->
 
 
 def _mig_global_minors(root: DriverRoot) -> dict[str, int]:
-    """The minors of the MIG config and monitor capabilities from mig-minors ("config 1")."""
-    minors = dict(DEFAULT_MIG_MINORS)
-    path = root.proc_path(MIG_MINORS)
+    """The minors of the MIG config and monitor capabilities from the driver's mig-minors."""
+    from cdi.nvml import MIG_MINORS, NvmlError, read_mig_control_minors
+
     try:
-        with open(path) as f:
-            text = f.read(1 << 20)
-    except FileNotFoundError:
-        return minors
-    except OSError as e:
-        raise InjectionError(f"cannot read MIG capability minors: {e.strerror}", path) from None
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if key in minors and _is_decimal(value.strip()):
-            minors[key] = int(value)
-    return minors
+        return read_mig_control_minors(root.proc_path(MIG_MINORS))
+    except NvmlError as e:
+        raise InjectionError(e.what, e.where) from None
 
 
 def _is_decimal(text: str) -> bool:

@@ -114,7 +114,8 @@ def test_mount_options_mapping(options, set_bits, clear_bits, recursive):
 
 def test_mig_config_and_monitor_minors_skip_non_ascii_digits(tmp_path):
     from cdi.driver_root import DriverRoot
-    from hook.inject import DEFAULT_MIG_MINORS, MIG_MINORS, _mig_global_minors
+    from cdi.nvml import DEFAULT_MIG_CONTROL_MINORS as DEFAULT_MIG_MINORS, MIG_MINORS
+    from hook.inject import _mig_global_minors
 
     root = tmp_path / "root"
     (root / "proc" / MIG_MINORS).parent.mkdir(parents=True)

@@ -88,3 +88,12 @@ def test_read_mig_minors_skips_non_ascii_digits(tmp_path):
     path = tmp_path / "mig-minors"
     path.write_text("gpu0/gi1/access \u00b2\ngpu0/gi1/ci0/access 13\n")
     assert read_mig_minors(str(path)) == {(0, 1, 0): 13}
+
+
+def test_read_mig_control_minors_takes_config_and_monitor_with_fixed_defaults(tmp_path):
+    from cdi.nvml import read_mig_control_minors
+
+    path = tmp_path / "mig-minors"
+    path.write_text("config 5\ngpu0/gi1/access 12\nmonitor \u00b2\n")
+    assert read_mig_control_minors(str(path)) == {"config": 5, "monitor": 2}
+    assert read_mig_control_minors(str(tmp_path / "missing")) == {"config": 1, "monitor": 2}
