@@ -9,15 +9,18 @@ leaves the caller's spec untouched: nothing is half-applied.
 """
 from __future__ import annotations
 
-import copy
 import os
 import stat
-from collections.abc import Callable
 
 from cdi.errors import SpecError
+from cdi.record import replace
 from cdi.spec import ContainerEdits, DeviceNode, Hook, Mount
 
-StatFn = Callable[[str], os.stat_result]
+TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    StatFn = Callable[[str], os.stat_result]
 
 
 def _env_key(entry: str) -> str:
@@ -41,7 +44,7 @@ def apply_env(env: list[str], additions: list[str]) -> list[str]:
 
 def fill_device_node(node: DeviceNode, stat_fn: StatFn = os.stat) -> DeviceNode:
     """A copy of node with type, major, minor and fileMode taken from the host node where missing."""
-    filled = copy.copy(node)
+    filled = replace(node)
     host_path = node.host_path or node.path
     complete = bool(node.type) and node.major is not None and node.minor is not None
     if node.type == "p" or (complete and node.file_mode is not None):
@@ -136,9 +139,19 @@ def apply_hooks(oci: dict, hooks: list[Hook]) -> None:
         table.setdefault(h.hook_name, []).append(entry)
 
 
+def copy_document(value: object) -> object:
+    """A deep copy of a JSON document (dicts, lists, scalars), as copy.deepcopy makes one; the copy
+    module would cost a GPU container's create its import (with weakref, types and copyreg)."""
+    if isinstance(value, dict):
+        return {key: copy_document(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_document(item) for item in value]
+    return value
+
+
 def apply_edits(oci: dict, edits: ContainerEdits, stat_fn: StatFn = os.stat) -> dict:
     """A new OCI spec: oci with edits applied. Raises SpecError (and oci stays as it was) on failure."""
-    result = copy.deepcopy(oci)
+    result = copy_document(oci)
     if edits.env:
         process = result.setdefault("process", {})
         process["env"] = apply_env(process.get("env") or [], edits.env)

@@ -211,7 +211,7 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
                 use_cache: bool = False, json_loads=None) -> Config:
     """The configuration from path (default: the path rules above); defaults when the file is missing.
     use_cache: keep the parsed document between runs where cdi.config_cache allows (the prestart hook);
-    json_loads: how to read a kept document (default json.loads; see config_cache.read_document)."""
+    json_loads: how to read a kept document (default cdi.json_codec.loads; see config_cache.read_document)."""
     path = os.fsdecode(path) if path is not None else config_path(environ)
     try:
         with open(path, "rb") as f:

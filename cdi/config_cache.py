@@ -84,12 +84,10 @@ def _open_dir(directory: str) -> int | None:
 def read_document(directory: str, config_path: str, config_stat: os.stat_result,
                   json_loads=None) -> dict | None:
     """The kept document of the config file described by config_stat; None when there is no
-    trustworthy, matching one. json_loads: json.loads, or a reader that gives what it gives (the hooks
-    pass theirs, which spares importing json and re at every container start)."""
+    trustworthy, matching one. json_loads: a reader giving what json.loads gives (default
+    cdi.json_codec.loads, which spares importing json and re at every container start)."""
     if json_loads is None:
-        import json
-
-        json_loads = json.loads
+        from cdi.json_codec import loads as json_loads
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return None

@@ -202,10 +202,10 @@ def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = Non
         from cdi.spec_yaml import load_yaml_document  # imported only when a YAML spec is read
 
         return load_yaml_document(text, path)
-    import json   # here, not at the top: the hooks import this module for its types only
+    from cdi import json_codec   # json_codec: a GPU container's create reads specs without json/re
 
     try:
-        return json.loads(text)
+        return json_codec.loads(text)
     except (ValueError, RecursionError) as exc:
         raise SpecError(f"invalid JSON: {exc}", path) from None
 

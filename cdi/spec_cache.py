@@ -12,9 +12,10 @@ through a temp file and a rename, mode 0600. Failing to write it only costs time
 """
 from __future__ import annotations
 
-import json
 import os
 import stat
+
+from cdi import json_codec
 
 MAX_CACHE_BYTES = 64 * 1024 * 1024
 
@@ -61,7 +62,7 @@ class ValidatedSpecCache:
                                self.path)
                 return
             try:
-                data = json.loads(f.read(MAX_CACHE_BYTES))
+                data = json_codec.loads(f.read(MAX_CACHE_BYTES))
             except (ValueError, RecursionError):
                 return
         if not isinstance(data, dict) or data.get("schema") != self._schema_key():
@@ -100,6 +101,7 @@ class ValidatedSpecCache:
             _log().debug("cannot write CDI validation cache %s: %s", self.path, exc)
 
     def _write(self) -> None:
+        import json   # writing is rare (a spec file changed): json and tempfile only then
         import tempfile
 
         entries = [[*key, document] for key, document in sorted(self._entries.items(), key=lambda kv: kv[0])]

@@ -9,7 +9,6 @@ Every problem names the file, the JSON path and the rule broken, one line each.
 """
 from __future__ import annotations
 
-import json
 import os
 
 from cdi.errors import SpecError
@@ -55,6 +54,8 @@ def schema_key() -> str:
 def _get_validator():
     global _validator
     if _validator is None:
+        import json
+
         import jsonschema  # 140-210 ms cold: only when a spec really must be validated
 
         schema = json.loads(schema_bytes())

@@ -8,10 +8,10 @@ dicts and lists, changed where the edits say, and written back whole.
 """
 from __future__ import annotations
 
-import json
 import os
 import stat
 
+from cdi import json_codec
 from cdi.regular_file import read_regular_file
 from runtime_shim.errors import ShimError
 
@@ -35,7 +35,7 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
     except ValueError as exc:
         raise ShimError(f"the OCI spec is {exc}", path) from None
     try:
-        document = json.loads(data)
+        document = json_codec.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ShimError(f"the OCI spec is not valid JSON: {exc}", path) from None
     if not isinstance(document, dict):
@@ -47,7 +47,7 @@ def write_spec(bundle: str, document: dict) -> None:
     """Replace config.json with document, atomically, keeping its mode and owner."""
     path = os.path.realpath(spec_path(bundle))
     directory = os.path.dirname(path)
-    data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    data = json_codec.dumps_compact(document).encode("utf-8")
     try:
         st = os.stat(path)
     except OSError as exc:

@@ -3,7 +3,6 @@ gave runc a `--log` file, a line in runc's own log format there (containerd read
 docker shows its last error message)."""
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -16,6 +15,8 @@ class ShimError(CdiError):
 
 def runc_log_line(message: str, level: str, log_format: str, now: float | None = None) -> str:
     """A line as runc's logrus writes it: JSON with --log-format json, logfmt otherwise."""
+    import json   # only on the way out with an error
+
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
     if log_format == "json":
         return json.dumps({"level": level, "msg": message, "time": stamp}) + "\n"

@@ -23,7 +23,8 @@ starting Python, that a command is not `create` or `run`.
 from __future__ import annotations
 
 import os
-import re
+
+from cdi.lazy_pattern import LazyPattern
 
 # name -> takes a value (False: boolean). Aliases share one entry through _ALIASES.
 GLOBAL_FLAGS = {"debug": False, "log": True, "log-format": True, "root": True, "criu": True,
@@ -41,7 +42,7 @@ _ALIASES = (("bundle", "b"), ("help", "h"), ("version", "v"), ("detach", "d"))
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 # strconv.ParseInt(s, 0, 64): sign, then 0x/0o/0b prefixes, a leading 0 for octal, or decimal
-_GO_INT = re.compile(r"[+-]?(0[xX](_?[0-9a-fA-F])+|0[bB](_?[01])+|0[oO]?(_?[0-7])*|[1-9](_?[0-9])*)")
+_GO_INT = LazyPattern(r"[+-]?(0[xX](_?[0-9a-fA-F])+|0[bB](_?[01])+|0[oO]?(_?[0-7])*|[1-9](_?[0-9])*)")
 
 
 class ArgvError(ValueError):
