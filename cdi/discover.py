@@ -31,7 +31,6 @@ import os
 import posixpath
 import stat
 import sys
-from collections.abc import Iterable
 
 from cdi.driver_files import (BINARY, FIRMWARE, IPC_SOCKET, LIBRARY, LIBRARY32, MPS_DIR, DriverFiles,
                               DriverFilesError, locate_driver_files, parse_capabilities)
@@ -39,8 +38,12 @@ from cdi.driver_root import DriverRoot
 from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
 from cdi.log import get_logger
-from cdi.record import Record
+from cdi.record import Record, deep_copy
 from cdi.spec import ContainerEdits, Device, DeviceNode, Hook, Mount
+
+TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (or collections, for one name)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 log = get_logger(__name__)  # imports logging only when a message can be shown
 
@@ -295,9 +298,7 @@ def dedup_edits(edits: ContainerEdits) -> ContainerEdits:
 
 
 def _copy(edits: ContainerEdits) -> ContainerEdits:
-    import copy
-
-    return copy.deepcopy(edits)
+    return deep_copy(edits)
 
 
 def build_edits(driver_root: DriverRoot | str, inventory: Inventory, capabilities: Iterable[str],

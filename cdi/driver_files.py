@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from collections.abc import Iterable
 
 from cdi.driver_root import DriverRoot, DriverRootError, SymlinkLoopError
 from cdi.elf import EM_386, EM_AARCH64, EM_X86_64, ElfError, read_elf_library
@@ -29,6 +28,10 @@ from cdi.errors import CdiError
 from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
 from cdi.log import get_logger
 from cdi.record import Record
+
+TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (or collections, for one name)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 log = get_logger(__name__)  # imports logging only when a message can be shown
 

@@ -164,6 +164,22 @@ def replace(record: Record, **changes: object) -> Record:
     return type(record)(**values)
 
 
+def deep_copy(value: object) -> object:
+    """copy.deepcopy for records and the lists, tuples and dicts they hold (anything else is shared,
+    as deepcopy shares str, int and other immutable values), without importing copy (and weakref,
+    types, copyreg) on a GPU container's start path. Records are rebuilt through their constructor,
+    as replace() does."""
+    if isinstance(value, Record):
+        return type(value)(**{f.name: deep_copy(value.__dict__[f.name]) for f in value.__record_fields__})
+    if isinstance(value, list):
+        return [deep_copy(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(deep_copy(item) for item in value)
+    if isinstance(value, dict):
+        return {key: deep_copy(item) for key, item in value.items()}
+    return value
+
+
 def asdict(record: Record) -> dict:
     """Fields as a dict, records nested in records, lists, tuples and dicts turned into dicts too."""
     if not isinstance(record, Record):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cdi.record import MISSING, FrozenInstanceError, Record, asdict, field, fields, is_record, replace
+from cdi.record import MISSING, FrozenInstanceError, Record, asdict, deep_copy, field, fields, is_record, replace
 
 
 class Point(Record, frozen=True):
@@ -98,6 +98,18 @@ def test_inheritance_post_init_and_copies():
     original = Box([Point(1)], "x")
     assert copy.copy(original) == original and copy.deepcopy(original) == original
     assert copy.deepcopy(Point(1, 2)) == Point(1, 2)
+
+
+def test_deep_copy_copies_records_and_containers_as_deepcopy_does():
+    original = Box([Point(1, 2, ("a",))], "x", note="kept")
+    nested = {"boxes": [original, (original, {"k": [1, 2]})]}
+    copied = deep_copy(nested)
+    assert copied == copy.deepcopy(nested) == nested
+    assert copied["boxes"][0] is not original and copied["boxes"][0].items is not original.items
+    assert copied["boxes"][0].note == "kept"            # fields not compared are copied too
+    copied["boxes"][0].items.append(Point(3))
+    copied["boxes"][1][1]["k"].append(3)
+    assert original.items == [Point(1, 2, ("a",))] and nested["boxes"][1][1]["k"] == [1, 2]
 
 
 def test_the_hooks_data_types_import_no_dataclasses():
