@@ -1,16 +1,16 @@
-"""The GPUs and MIG devices of a host, read through NVML (pynvml) from a driver root.
+"""The GPUs and MIG devices of a host, read through NVML (cdi.nvml_binding) from a driver root.
 
-pynvml has no path argument: it dlopens `libnvidia-ml.so.1` by soname. For a driver root other than
-"/", the root's own library is loaded first by absolute path with RTLD_GLOBAL; the loader then hands
-pynvml that already-loaded object (the sonames match). NVML can be loaded and initialised once per
-process, so one process serves one driver root; asking for a second one is an error.
+For a driver root other than "/", the root's own libnvidia-ml.so.1 is loaded by absolute path
+(resolved inside the root); for "/", the loader finds it by soname. NVML can be loaded and
+initialised once per process, so one process serves one driver root; asking for a second one is an
+error.
 
-Importing this module is cheap (pynvml is imported on first use): the runtime shim may use it on a
-container's start path.
+Importing this module is cheap (the binding, and with it ctypes, is imported on first use): the
+runtime shim may use it on a container's start path.
 """
 from __future__ import annotations
 
-import threading
+import _thread
 
 from cdi.driver_root import DriverRoot, DriverRootError
 from cdi.errors import CdiError
@@ -33,8 +33,9 @@ class NvmlError(CdiError):
 
 
 class _NvmlState:
-    lock = threading.Lock()
-    root: str | None = None       # the driver root NVML was loaded from in this process
+    lock = _thread.allocate_lock()   # the builtin lock: `import threading` costs ~5 ms on a hook's start
+    root: str | None = None          # the driver root NVML was loaded from in this process
+    library = None                   # its cdi.nvml_binding.NvmlLibrary, initialised
 
 
 def find_nvml_library(root: DriverRoot) -> str | None:
@@ -47,36 +48,38 @@ def find_nvml_library(root: DriverRoot) -> str | None:
 
 
 def _initialise(root: DriverRoot):
-    """Load and initialise NVML for `root` once per process; returns the pynvml module."""
+    """Load and initialise NVML for `root` once per process; returns the NvmlLibrary."""
     with _NvmlState.lock:
         if _NvmlState.root is not None:
             if _NvmlState.root != root.path:
                 raise NvmlError(f"NVML is already loaded from driver root {_NvmlState.root} in this process",
                                 root.path)
-            import pynvml
-            return pynvml
-        if root.path != "/":
-            import ctypes
+            return _NvmlState.library
+        from cdi.nvml_binding import NvmlCallError, load_library
 
+        if root.path == "/":
             try:
-                library = find_nvml_library(root)
+                library = load_library(NVML_SONAME)
+            except NvmlCallError:
+                raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed",
+                                f"driver root {root.path}") from None
+        else:
+            try:
+                path = find_nvml_library(root)
             except DriverRootError as e:
                 raise NvmlError(e.what, e.where) from None
-            if library is None:
+            if path is None:
                 raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root", root.path)
             try:
-                ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
-            except OSError as e:
-                raise NvmlError(f"cannot load the NVML library: {e}", library) from None
-        import pynvml
+                library = load_library(path)
+            except NvmlCallError as e:
+                raise NvmlError(f"cannot load the NVML library: {e}", path) from None
         try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError_LibraryNotFound:
-            raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed", f"driver root {root.path}") from None
-        except pynvml.NVMLError as e:
+            library.init()
+        except NvmlCallError as e:
             raise NvmlError(f"NVML initialisation failed: {e}", f"driver root {root.path}") from None
-        _NvmlState.root = root.path
-        return pynvml
+        _NvmlState.root, _NvmlState.library = root.path, library
+        return library
 
 
 MIG_MINORS = "driver/nvidia-caps/mig-minors"     # under the driver's proc
@@ -126,10 +129,6 @@ def read_mig_control_minors(path: str) -> dict[str, int]:
     return minors
 
 
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _cuda_version(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
@@ -138,51 +137,63 @@ def load_inventory(driver_root: DriverRoot | str | None = None) -> Inventory:
     """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them."""
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root or "/")
     nvml = _initialise(root)
+    from cdi.nvml_binding import NvmlCallError
+
     where = "NVML"
     try:
-        driver_version = _text(nvml.nvmlSystemGetDriverVersion())
-        cuda_version = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())
+        driver_version = nvml.system_driver_version()
+        cuda_version = _cuda_version(nvml.system_cuda_driver_version())
         cap_minors = read_mig_minors(root.proc_path("driver/nvidia-caps/mig-minors"))
         gpus = []
-        for index in range(nvml.nvmlDeviceGetCount()):
+        for index in range(nvml.device_count()):
             where = f"GPU {index}"
             gpus.append(_read_gpu(nvml, index, cap_minors))
-    except nvml.NVMLError as e:
+    except NvmlCallError as e:
         raise NvmlError(f"NVML query failed: {e}", where) from None
     return Inventory(driver_version=driver_version, cuda_version=cuda_version, gpus=tuple(gpus))
 
 
+def _unless_not_supported(read, default):
+    """read(), or `default` where the GPU does not support the query (NVML_ERROR_NOT_SUPPORTED)."""
+    from cdi.nvml_binding import ERROR_NOT_SUPPORTED, NvmlCallError
+
+    try:
+        return read()
+    except NvmlCallError as e:
+        if e.code != ERROR_NOT_SUPPORTED:
+            raise
+        return default
+
+
 def _read_gpu(nvml, index: int, cap_minors) -> Gpu:
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    minor = nvml.nvmlDeviceGetMinorNumber(handle)
-    major, minor_cc = nvml.nvmlDeviceGetCudaComputeCapability(handle)
-    try:
-        architecture = ARCHITECTURES.get(nvml.nvmlDeviceGetArchitecture(handle), "Unknown")
-    except nvml.NVMLError_NotSupported:
-        architecture = "Unknown"
-    try:
-        mig_enabled = nvml.nvmlDeviceGetMigMode(handle)[0] == nvml.NVML_DEVICE_MIG_ENABLE
-    except nvml.NVMLError_NotSupported:
-        mig_enabled = False
+    from cdi.nvml_binding import DEVICE_MIG_ENABLE
+
+    handle = nvml.device_handle_by_index(index)
+    minor = nvml.device_minor_number(handle)
+    major, minor_cc = nvml.device_cuda_compute_capability(handle)
+    architecture = ARCHITECTURES.get(_unless_not_supported(lambda: nvml.device_architecture(handle), None),
+                                     "Unknown")
+    mig_enabled = _unless_not_supported(lambda: nvml.device_mig_mode(handle)[0], 0) == DEVICE_MIG_ENABLE
     migs = _read_mig_devices(nvml, handle, index, minor, cap_minors) if mig_enabled else ()
-    return Gpu(index=index, minor=minor, uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-               name=_text(nvml.nvmlDeviceGetName(handle)),
-               brand=BRANDS.get(nvml.nvmlDeviceGetBrand(handle), "Unknown"),
-               pci_bus_id=_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+    return Gpu(index=index, minor=minor, uuid=nvml.device_uuid(handle), name=nvml.device_name(handle),
+               brand=BRANDS.get(nvml.device_brand(handle), "Unknown"),
+               pci_bus_id=nvml.device_pci_info(handle).busId.decode(errors="replace"),
                architecture=architecture, compute_capability=f"{major}.{minor_cc}",
-               memory_total=nvml.nvmlDeviceGetMemoryInfo(handle).total,
+               memory_total=nvml.device_memory_info(handle).total,
                mig_enabled=mig_enabled, mig_devices=tuple(migs))
 
 
 def _gi_profiles(nvml, handle) -> dict[int, tuple[str, int]]:
     """GPU instance profile id -> (name such as "3g.20gb", compute slices)."""
+    from cdi.nvml_binding import GPU_INSTANCE_PROFILE_COUNT, NvmlCallError
+
     profiles = {}
-    for index in range(nvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+    for index in range(GPU_INSTANCE_PROFILE_COUNT):
         try:
-            info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, index)
-        except nvml.NVMLError:
+            info = nvml.device_gpu_instance_profile_info(handle, index)
+        except NvmlCallError:
             continue  # not a profile of this GPU
-        name = _text(getattr(info, "name", b"")).removeprefix("MIG ")
+        name = info.name.decode(errors="replace").removeprefix("MIG ")
         if not name:  # drivers without profile names: build it the way nvidia-smi shows it
             name = f"{info.sliceCount}g.{round(info.memorySizeMB / 1024)}gb"
         profiles[info.id] = (name, info.sliceCount)
@@ -190,27 +201,31 @@ def _gi_profiles(nvml, handle) -> dict[int, tuple[str, int]]:
 
 
 def _read_mig_devices(nvml, handle, gpu_index: int, gpu_minor: int, cap_minors) -> list[MigDevice]:
+    from cdi.nvml_binding import COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, ERROR_NOT_FOUND, NvmlCallError
+
     profiles = _gi_profiles(nvml, handle)
     devices = []
-    for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+    for slot in range(nvml.device_max_mig_device_count(handle)):
         try:
-            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-        except nvml.NVMLError_NotFound:
+            mig = nvml.device_mig_device_handle_by_index(handle, slot)
+        except NvmlCallError as e:
+            if e.code != ERROR_NOT_FOUND:
+                raise
             continue  # an empty slot
-        gi = nvml.nvmlDeviceGetGpuInstanceId(mig)
-        ci = nvml.nvmlDeviceGetComputeInstanceId(mig)
-        gpu_instance = nvml.nvmlDeviceGetGpuInstanceById(handle, gi)
-        gi_info = nvml.nvmlGpuInstanceGetInfo(gpu_instance)
+        gi = nvml.device_gpu_instance_id(mig)
+        ci = nvml.device_compute_instance_id(mig)
+        gpu_instance = nvml.device_gpu_instance_by_id(handle, gi)
+        gi_info = nvml.gpu_instance_info(gpu_instance)
         gi_name, gi_slices = profiles.get(gi_info.profileId, (f"profile{gi_info.profileId}", 0))
-        ci_info = nvml.nvmlComputeInstanceGetInfo(nvml.nvmlGpuInstanceGetComputeInstanceById(gpu_instance, ci))
-        ci_slices = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-            gpu_instance, ci_info.profileId, nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).sliceCount
+        ci_info = nvml.compute_instance_info(nvml.gpu_instance_compute_instance_by_id(gpu_instance, ci))
+        ci_slices = nvml.gpu_instance_compute_instance_profile_info(
+            gpu_instance, ci_info.profileId, COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).sliceCount
         profile = gi_name if ci_slices == gi_slices else f"{ci_slices}c.{gi_name}"
         # the real drivers' fixed layout when the driver has no mig-minors file to read
         gi_cap = cap_minors.get((gpu_minor, gi, None), 3 + 135 * gpu_minor + 9 * gi)
         ci_cap = cap_minors.get((gpu_minor, gi, ci), 3 + 135 * gpu_minor + 9 * gi + 1 + ci)
         devices.append(MigDevice(parent_index=gpu_index, index=slot,
-                                 uuid=_text(nvml.nvmlDeviceGetUUID(mig)), gi=gi, ci=ci, profile=profile,
+                                 uuid=nvml.device_uuid(mig), gi=gi, ci=ci, profile=profile,
                                  gi_cap_minor=gi_cap, ci_cap_minor=ci_cap,
-                                 memory_total=nvml.nvmlDeviceGetMemoryInfo(mig).total))
+                                 memory_total=nvml.device_memory_info(mig).total))
     return devices
