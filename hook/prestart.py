@@ -113,52 +113,7 @@ def prestart(config_file: str | None) -> int:
     return 0
 
 
-def _defer_ctypes_util() -> None:
-    """pynvml imports ctypes.util.find_library when it is imported but calls it only on Windows, and
-    ctypes.util imports subprocess, shutil and tempfile (about 7 ms of every GPU container's start). A
-    stand-in module takes its place and loads the real one on first use of anything in it."""
-    _stand_in("ctypes.util", find_library=lambda real: lambda name: real().find_library(name))
-
-
-def _defer_string() -> None:
-    """pynvml imports string for capwords alone (to name its error classes, at import), and string
-    imports re and enum for its Template class (about 2 ms of every GPU container's start). The
-    stand-in's capwords is string.capwords' own one-line definition; anything else loads the real
-    module."""
-    _stand_in("string", capwords=lambda real: lambda s, sep=None: (sep or " ").join(map(str.capitalize, s.split(sep))))
-
-
-def _stand_in(name: str, **functions) -> None:
-    """Put a stand-in for module `name` in sys.modules (unless it is loaded already): `functions`
-    maps names to makers, called with a loader of the real module; any other attribute loads the
-    real module and comes from it."""
-    if name in sys.modules:
-        return
-    import types
-
-    stand_in = types.ModuleType(name, f"stand-in: the real {name} is loaded on first use")
-
-    def real():
-        if sys.modules.get(name) is stand_in:
-            del sys.modules[name]
-        import importlib
-
-        return importlib.import_module(name)
-
-    def attribute(attr):
-        if attr.startswith("__"):   # the import system probing __spec__ & co.: not a use
-            raise AttributeError(attr)
-        return getattr(real(), attr)
-
-    for attr, make in functions.items():
-        setattr(stand_in, attr, make(real))
-    stand_in.__getattr__ = attribute
-    sys.modules[name] = stand_in
-
-
 def inject_request(request, config, rootfs: str, pid: int) -> None:
-    _defer_ctypes_util()
-    _defer_string()
     from cdi.driver_root import resolve_driver_root
     from cdi.nvml import load_inventory
     from cdi.selection import select_and_check
