@@ -1,6 +1,6 @@
 """What the driver reports: the GPUs and MIG devices of a host (or of a container's view of it).
 
-Plain data, filled by cdi.nvml (through pynvml) and consumed by the request resolver, the
+Plain data, filled by cdi.nvml (through cdi.nvml_binding) and consumed by the request resolver, the
 NVIDIA_REQUIRE_* checks, discovery and `nvidia-ctk info`. Nothing here talks to the driver.
 """
 from __future__ import annotations
