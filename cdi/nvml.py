@@ -5,8 +5,8 @@ For a driver root other than "/", the root's own libnvidia-ml.so.1 is loaded by 
 initialised once per process, so one process serves one driver root; asking for a second one is an
 error.
 
-Importing this module is cheap (the binding, and with it ctypes, is imported on first use): the
-runtime shim may use it on a container's start path.
+Importing this module is cheap (the binding is imported on first use): the runtime shim may use it
+on a container's start path.
 """
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def _read_gpu(nvml, index: int, cap_minors) -> Gpu:
     migs = _read_mig_devices(nvml, handle, index, minor, cap_minors) if mig_enabled else ()
     return Gpu(index=index, minor=minor, uuid=nvml.device_uuid(handle), name=nvml.device_name(handle),
                brand=BRANDS.get(nvml.device_brand(handle), "Unknown"),
-               pci_bus_id=nvml.device_pci_info(handle).busId.decode(errors="replace"),
+               pci_bus_id=nvml.device_pci_info(handle).busId,
                architecture=architecture, compute_capability=f"{major}.{minor_cc}",
                memory_total=nvml.device_memory_info(handle).total,
                mig_enabled=mig_enabled, mig_devices=tuple(migs))
@@ -193,7 +193,7 @@ def _gi_profiles(nvml, handle) -> dict[int, tuple[str, int]]:
             info = nvml.device_gpu_instance_profile_info(handle, index)
         except NvmlCallError:
             continue  # not a profile of this GPU
-        name = info.name.decode(errors="replace").removeprefix("MIG ")
+        name = info.name.removeprefix("MIG ")
         if not name:  # drivers without profile names: build it the way nvidia-smi shows it
             name = f"{info.sliceCount}g.{round(info.memorySizeMB / 1024)}gb"
         profiles[info.id] = (name, info.sliceCount)

@@ -1,13 +1,19 @@
-"""A small ctypes binding of libnvidia-ml.so.1: exactly the NVML calls cdi.nvml makes, nothing more.
+"""A small binding of libnvidia-ml.so.1: exactly the NVML calls cdi.nvml makes, nothing more.
 
 Why not pynvml (DESIGN names nvidia-ml-py as the NVML dependency; this is a deliberate deviation for
 speed): the prestart hook reads NVML at every GPU container start, and `import pynvml` alone cost
 ~32 ms of wall time on the project's machines (~37 ms measured with `python -I -S`, ctypes' ~5 ms
 included: pynvml builds ~370 ctypes classes at import, and imports ctypes.util, string and threading
-for things the hook never uses), while the whole hook took ~58-66 ms. This module imports only ctypes
-(~2 ms on top of what the hook path has loaded anyway) and defines the few structs it needs. pynvml
-stays a test dependency: the tests use it as an independent NVML client to check this binding and the
-simulated library.
+for things the hook never uses), while the whole hook took ~58-66 ms. pynvml stays a test
+dependency: the tests use it as an independent NVML client to check this binding and the simulated
+library.
+
+Why cffi and not ctypes: with ctypes this binding cost ~3 ms of the hook's start (ctypes' import
+~2.2-2.7 ms on top of what the hook has loaded, plus the struct classes), which made it the largest
+import on the hook's path. The declarations are instead compiled ahead of time (cffi's out-of-line ABI
+mode, cdi/nvml_ffi_build.py) into cdi/_nvml_ffi.py, a plain module that needs only `_cffi_backend`,
+which the hook has loaded already for libcontainer_c: ~0.15 ms. It is committed, so the editable
+install, the wheel and the packages ship the same file; a test holds it to its declarations.
 
 The ABI is the one real drivers export (nvml.h, e.g. go-nvml's copy of it):
 - Symbols: nvml.h maps some calls to versioned symbols unless NVML_NO_UNVERSIONED_FUNC_DEFS is set,
@@ -20,15 +26,14 @@ The ABI is the one real drivers export (nvml.h, e.g. go-nvml's copy of it):
   driver without those symbols is read through the v1 calls, and the profile then has no name.
 - Memory info is the v1 nvmlMemory_t (total, free, used): what nvmlDeviceGetMemoryInfo fills.
 
-Handles (nvmlDevice_t, nvmlGpuInstance_t, nvmlComputeInstance_t) are opaque pointers: c_void_p here.
-A call that returns anything but NVML_SUCCESS raises NvmlCallError with the code and the library's
-own nvmlErrorString text; a symbol the library lacks is NVML_ERROR_FUNCTION_NOT_FOUND, as NVML
-itself reports it.
+Handles (nvmlDevice_t, nvmlGpuInstance_t, nvmlComputeInstance_t) are opaque: pass back what a call
+returned. Structs come back as Fields (plain Python values). A call that returns anything but
+NVML_SUCCESS raises NvmlCallError with the code and the library's own nvmlErrorString text; a symbol
+the library lacks is NVML_ERROR_FUNCTION_NOT_FOUND, as NVML itself reports it.
 """
 from __future__ import annotations
 
-import ctypes
-from ctypes import byref, c_char, c_int, c_uint, c_ulonglong, c_void_p
+from cdi._nvml_ffi import ffi
 
 # nvmlReturn_t values the callers tell apart
 SUCCESS = 0
@@ -47,8 +52,15 @@ COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
 SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80
 DEVICE_NAME_V2_BUFFER_SIZE = 96
 DEVICE_UUID_V2_BUFFER_SIZE = 96
-DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32
-DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16
+
+
+def _struct_version(struct: str, version: int) -> int:
+    """NVML_STRUCT_VERSION: the size of the struct with the version in the top byte."""
+    return ffi.sizeof(struct) | (version << 24)
+
+
+GPU_INSTANCE_PROFILE_INFO_V2 = _struct_version("nvmlGpuInstanceProfileInfo_v2_t", 2)          # 0x02000098
+COMPUTE_INSTANCE_PROFILE_INFO_V2 = _struct_version("nvmlComputeInstanceProfileInfo_v2_t", 2)  # 0x02000088
 
 
 class NvmlCallError(Exception):
@@ -60,132 +72,92 @@ class NvmlCallError(Exception):
         self.text = text
 
 
-class PciInfo(ctypes.Structure):
-    """nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fills it."""
-    _fields_ = [("busIdLegacy", c_char * DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE),
-                ("domain", c_uint), ("bus", c_uint), ("device", c_uint), ("pciDeviceId", c_uint),
-                ("pciSubSystemId", c_uint),
-                ("busId", c_char * DEVICE_PCI_BUS_ID_BUFFER_SIZE)]
+class Fields:
+    """A struct NVML filled, as Python values named as in nvml.h: char arrays are str, nested structs
+    Fields, pointers (a parent's handle) the address as an int (0 for NULL)."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Fields) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"Fields({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
 
-class Memory(ctypes.Structure):
-    """nvmlMemory_t (v1), bytes."""
-    _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
+def _fields(struct) -> Fields:
+    values = {}
+    for name, field in ffi.typeof(struct).fields:
+        value = getattr(struct, name)
+        kind = field.type.kind
+        if kind == "array":      # char name[96] and the like
+            value = ffi.string(value).decode(errors="replace")
+        elif kind == "struct":
+            value = _fields(value)
+        elif kind == "pointer":
+            value = int(ffi.cast("uintptr_t", value))
+        values[name] = value
+    return Fields(**values)
 
 
-_GI_PROFILE_COUNTS = [("id", c_uint), ("isP2pSupported", c_uint), ("sliceCount", c_uint),
-                      ("instanceCount", c_uint), ("multiprocessorCount", c_uint), ("copyEngineCount", c_uint),
-                      ("decoderCount", c_uint), ("encoderCount", c_uint), ("jpegCount", c_uint),
-                      ("ofaCount", c_uint), ("memorySizeMB", c_ulonglong)]
-
-
-class GpuInstanceProfileInfoV1(ctypes.Structure):
-    """nvmlGpuInstanceProfileInfo_t: what drivers without the V call give."""
-    _fields_ = _GI_PROFILE_COUNTS
-
-
-class GpuInstanceProfileInfo(ctypes.Structure):
-    """nvmlGpuInstanceProfileInfo_v2_t; `name` is e.g. "MIG 1g.5gb" (empty when read as v1)."""
-    _fields_ = [("version", c_uint), *_GI_PROFILE_COUNTS, ("name", c_char * DEVICE_NAME_V2_BUFFER_SIZE)]
-
-
-_CI_PROFILE_COUNTS = [("id", c_uint), ("sliceCount", c_uint), ("instanceCount", c_uint),
-                      ("multiprocessorCount", c_uint), ("sharedCopyEngineCount", c_uint),
-                      ("sharedDecoderCount", c_uint), ("sharedEncoderCount", c_uint), ("sharedJpegCount", c_uint),
-                      ("sharedOfaCount", c_uint)]
-
-
-class ComputeInstanceProfileInfoV1(ctypes.Structure):
-    """nvmlComputeInstanceProfileInfo_t: what drivers without the V call give."""
-    _fields_ = _CI_PROFILE_COUNTS
-
-
-class ComputeInstanceProfileInfo(ctypes.Structure):
-    """nvmlComputeInstanceProfileInfo_v2_t (`name` empty when read as v1)."""
-    _fields_ = [("version", c_uint), *_CI_PROFILE_COUNTS, ("name", c_char * DEVICE_NAME_V2_BUFFER_SIZE)]
-
-
-class Placement(ctypes.Structure):
-    """nvmlGpuInstancePlacement_t and nvmlComputeInstancePlacement_t (the same layout)."""
-    _fields_ = [("start", c_uint), ("size", c_uint)]
-
-
-class GpuInstanceInfo(ctypes.Structure):
-    """nvmlGpuInstanceInfo_t: `device` is the parent GPU's handle."""
-    _fields_ = [("device", c_void_p), ("id", c_uint), ("profileId", c_uint), ("placement", Placement)]
-
-
-class ComputeInstanceInfo(ctypes.Structure):
-    """nvmlComputeInstanceInfo_t (as nvmlComputeInstanceGetInfo_v2 fills it, placement included)."""
-    _fields_ = [("device", c_void_p), ("gpuInstance", c_void_p), ("id", c_uint), ("profileId", c_uint),
-                ("placement", Placement)]
-
-
-def _struct_version(struct: type, version: int) -> int:
-    """NVML_STRUCT_VERSION: the size of the struct with the version in the top byte."""
-    return ctypes.sizeof(struct) | (version << 24)
-
-
-GPU_INSTANCE_PROFILE_INFO_V2 = _struct_version(GpuInstanceProfileInfo, 2)          # 0x02000098
-COMPUTE_INSTANCE_PROFILE_INFO_V2 = _struct_version(ComputeInstanceProfileInfo, 2)  # 0x02000088
+def handle_address(handle) -> int:
+    """A handle's address, to compare it with a Fields pointer (e.g. a GPU instance's `device`)."""
+    return int(ffi.cast("uintptr_t", handle))
 
 
 def load_library(path: str) -> NvmlLibrary:
     """Load libnvidia-ml from `path` (an absolute path, or the soname to let the loader search).
     A library that cannot be loaded is NvmlCallError(ERROR_LIBRARY_NOT_FOUND, the loader's message)."""
     try:
-        return NvmlLibrary(ctypes.CDLL(path))
-    except OSError as e:
-        raise NvmlCallError(ERROR_LIBRARY_NOT_FOUND, str(e)) from None
+        return NvmlLibrary(ffi.dlopen(path))
+    except OSError as e:   # the loader's own words (dlerror), without cffi's "cannot load library '...': "
+        raise NvmlCallError(ERROR_LIBRARY_NOT_FOUND, str(e).removeprefix(f"cannot load library '{path}': ")) \
+            from None
 
 
 class NvmlLibrary:
     """One loaded libnvidia-ml. Methods are NVML calls named after them; each returns the value the
-    call writes (a Python int or str, or the filled struct) or raises NvmlCallError."""
+    call writes (an int, a str, a handle or Fields) or raises NvmlCallError."""
 
-    def __init__(self, cdll: ctypes.CDLL):
-        self._cdll = cdll
-
-    def _function(self, name: str):
-        try:
-            return getattr(self._cdll, name)
-        except AttributeError:
-            raise NvmlCallError(ERROR_FUNCTION_NOT_FOUND, f"{name}: {self.error_text(ERROR_FUNCTION_NOT_FOUND)}") \
-                from None
+    def __init__(self, lib):
+        self._lib = lib
 
     def _call(self, name: str, *args) -> None:
-        code = self._function(name)(*args)
+        try:
+            function = getattr(self._lib, name)
+        except AttributeError:
+            raise NvmlCallError(ERROR_FUNCTION_NOT_FOUND,
+                                f"{name}: {self.error_text(ERROR_FUNCTION_NOT_FOUND)}") from None
+        code = function(*args)
         if code != SUCCESS:
             raise NvmlCallError(code, self.error_text(code))
 
     def error_text(self, code: int) -> str:
         """nvmlErrorString(code); a library without it gives a generic text."""
         try:
-            error_string = self._cdll.nvmlErrorString
+            text = self._lib.nvmlErrorString(code)
         except AttributeError:
-            return f"NVML error {code}"
-        error_string.restype = ctypes.c_char_p
-        text = error_string(c_int(code))
-        return text.decode(errors="replace") if text else f"NVML error {code}"
+            text = ffi.NULL
+        return ffi.string(text).decode(errors="replace") if text != ffi.NULL else f"NVML error {code}"
 
-    def _uint(self, name: str, *args) -> int:
-        value = c_uint()
-        self._call(name, *args, byref(value))
-        return value.value
+    def _out(self, name: str, ctype: str, *args):
+        """Call `name` with a pointer to a new `ctype` after `args`; returns what the call wrote."""
+        out = ffi.new(ctype + " *")
+        self._call(name, *args, out)
+        return out[0]
 
     def _string(self, name: str, size: int, *args) -> str:
-        buffer = ctypes.create_string_buffer(size)
-        self._call(name, *args, buffer, c_uint(size))
-        return buffer.value.decode(errors="replace")
+        buffer = ffi.new("char[]", size)
+        self._call(name, *args, buffer, size)
+        return ffi.string(buffer).decode(errors="replace")
 
-    def _handle(self, name: str, *args) -> c_void_p:
-        handle = c_void_p()
-        self._call(name, *args, byref(handle))
-        return handle
-
-    def _struct(self, name: str, struct, *args):
-        self._call(name, *args, byref(struct))
-        return struct
+    def _struct(self, name: str, ctype: str, *args, version: int | None = None) -> Fields:
+        out = ffi.new(ctype + " *")
+        if version is not None:
+            out.version = version
+        self._call(name, *args, out)
+        return _fields(out[0])
 
     # -- system
 
@@ -197,107 +169,100 @@ class NvmlLibrary:
 
     def system_cuda_driver_version(self) -> int:
         """E.g. 12040 for CUDA 12.4."""
-        value = c_int()
-        self._call("nvmlSystemGetCudaDriverVersion", byref(value))
-        return value.value
+        return self._out("nvmlSystemGetCudaDriverVersion", "int")
 
     # -- GPUs (and MIG devices, where NVML accepts their handles)
 
     def device_count(self) -> int:
-        return self._uint("nvmlDeviceGetCount_v2")
+        return self._out("nvmlDeviceGetCount_v2", "unsigned int")
 
-    def device_handle_by_index(self, index: int) -> c_void_p:
-        return self._handle("nvmlDeviceGetHandleByIndex_v2", c_uint(index))
+    def device_handle_by_index(self, index: int):
+        return self._out("nvmlDeviceGetHandleByIndex_v2", "nvmlDevice_t", index)
 
-    def device_minor_number(self, device: c_void_p) -> int:
-        return self._uint("nvmlDeviceGetMinorNumber", device)
+    def device_minor_number(self, device) -> int:
+        return self._out("nvmlDeviceGetMinorNumber", "unsigned int", device)
 
-    def device_cuda_compute_capability(self, device: c_void_p) -> tuple[int, int]:
-        major, minor = c_int(), c_int()
-        self._call("nvmlDeviceGetCudaComputeCapability", device, byref(major), byref(minor))
-        return major.value, minor.value
+    def device_cuda_compute_capability(self, device) -> tuple[int, int]:
+        major, minor = ffi.new("int *"), ffi.new("int *")
+        self._call("nvmlDeviceGetCudaComputeCapability", device, major, minor)
+        return major[0], minor[0]
 
-    def device_architecture(self, device: c_void_p) -> int:
+    def device_architecture(self, device) -> int:
         """nvmlDeviceArchitecture_t (7 Ampere, 9 Hopper, ...)."""
-        return self._uint("nvmlDeviceGetArchitecture", device)
+        return self._out("nvmlDeviceGetArchitecture", "unsigned int", device)
 
-    def device_mig_mode(self, device: c_void_p) -> tuple[int, int]:
+    def device_mig_mode(self, device) -> tuple[int, int]:
         """(current, pending): DEVICE_MIG_ENABLE or 0."""
-        current, pending = c_uint(), c_uint()
-        self._call("nvmlDeviceGetMigMode", device, byref(current), byref(pending))
-        return current.value, pending.value
+        current, pending = ffi.new("unsigned int *"), ffi.new("unsigned int *")
+        self._call("nvmlDeviceGetMigMode", device, current, pending)
+        return current[0], pending[0]
 
-    def device_uuid(self, device: c_void_p) -> str:
+    def device_uuid(self, device) -> str:
         return self._string("nvmlDeviceGetUUID", DEVICE_UUID_V2_BUFFER_SIZE, device)
 
-    def device_name(self, device: c_void_p) -> str:
+    def device_name(self, device) -> str:
         return self._string("nvmlDeviceGetName", DEVICE_NAME_V2_BUFFER_SIZE, device)
 
-    def device_brand(self, device: c_void_p) -> int:
+    def device_brand(self, device) -> int:
         """nvmlBrandType_t."""
-        return self._uint("nvmlDeviceGetBrand", device)
+        return self._out("nvmlDeviceGetBrand", "unsigned int", device)
 
-    def device_pci_info(self, device: c_void_p) -> PciInfo:
-        return self._struct("nvmlDeviceGetPciInfo_v3", PciInfo(), device)
+    def device_pci_info(self, device) -> Fields:
+        return self._struct("nvmlDeviceGetPciInfo_v3", "nvmlPciInfo_t", device)
 
-    def device_memory_info(self, device: c_void_p) -> Memory:
-        return self._struct("nvmlDeviceGetMemoryInfo", Memory(), device)
+    def device_memory_info(self, device) -> Fields:
+        return self._struct("nvmlDeviceGetMemoryInfo", "nvmlMemory_t", device)
 
     # -- MIG
 
-    def device_gpu_instance_profile_info(self, device: c_void_p, profile: int) -> GpuInstanceProfileInfo:
-        """The profile at index `profile` (0 .. GPU_INSTANCE_PROFILE_COUNT-1): v2, or v1 copied into a
-        v2 struct with an empty name when the driver has no nvmlDeviceGetGpuInstanceProfileInfoV."""
-        info = GpuInstanceProfileInfo(version=GPU_INSTANCE_PROFILE_INFO_V2)
+    def device_gpu_instance_profile_info(self, device, profile: int) -> Fields:
+        """The profile at index `profile` (0 .. GPU_INSTANCE_PROFILE_COUNT-1), v2 fields; from a driver
+        without nvmlDeviceGetGpuInstanceProfileInfoV, the v1 fields with version 0 and name ""."""
         try:
-            return self._struct("nvmlDeviceGetGpuInstanceProfileInfoV", info, device, c_uint(profile))
+            return self._struct("nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlGpuInstanceProfileInfo_v2_t",
+                                device, profile, version=GPU_INSTANCE_PROFILE_INFO_V2)
         except NvmlCallError as e:
             if e.code != ERROR_FUNCTION_NOT_FOUND:
                 raise
-        old = self._struct("nvmlDeviceGetGpuInstanceProfileInfo", GpuInstanceProfileInfoV1(), device, c_uint(profile))
-        return _widened(old, GpuInstanceProfileInfo(version=0))
+        old = self._struct("nvmlDeviceGetGpuInstanceProfileInfo", "nvmlGpuInstanceProfileInfo_t", device, profile)
+        return Fields(version=0, **vars(old), name="")
 
-    def device_max_mig_device_count(self, device: c_void_p) -> int:
-        return self._uint("nvmlDeviceGetMaxMigDeviceCount", device)
+    def device_max_mig_device_count(self, device) -> int:
+        return self._out("nvmlDeviceGetMaxMigDeviceCount", "unsigned int", device)
 
-    def device_mig_device_handle_by_index(self, device: c_void_p, index: int) -> c_void_p:
+    def device_mig_device_handle_by_index(self, device, index: int):
         """NVML_ERROR_NOT_FOUND for an empty slot."""
-        return self._handle("nvmlDeviceGetMigDeviceHandleByIndex", device, c_uint(index))
+        return self._out("nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDevice_t", device, index)
 
-    def device_gpu_instance_id(self, mig_device: c_void_p) -> int:
-        return self._uint("nvmlDeviceGetGpuInstanceId", mig_device)
+    def device_gpu_instance_id(self, mig_device) -> int:
+        return self._out("nvmlDeviceGetGpuInstanceId", "unsigned int", mig_device)
 
-    def device_compute_instance_id(self, mig_device: c_void_p) -> int:
-        return self._uint("nvmlDeviceGetComputeInstanceId", mig_device)
+    def device_compute_instance_id(self, mig_device) -> int:
+        return self._out("nvmlDeviceGetComputeInstanceId", "unsigned int", mig_device)
 
-    def device_gpu_instance_by_id(self, device: c_void_p, gpu_instance_id: int) -> c_void_p:
-        return self._handle("nvmlDeviceGetGpuInstanceById", device, c_uint(gpu_instance_id))
+    def device_gpu_instance_by_id(self, device, gpu_instance_id: int):
+        return self._out("nvmlDeviceGetGpuInstanceById", "nvmlGpuInstance_t", device, gpu_instance_id)
 
-    def gpu_instance_info(self, gpu_instance: c_void_p) -> GpuInstanceInfo:
-        return self._struct("nvmlGpuInstanceGetInfo", GpuInstanceInfo(), gpu_instance)
+    def gpu_instance_info(self, gpu_instance) -> Fields:
+        """id, profileId, placement, and `device`: the parent GPU's handle_address."""
+        return self._struct("nvmlGpuInstanceGetInfo", "nvmlGpuInstanceInfo_t", gpu_instance)
 
-    def gpu_instance_compute_instance_by_id(self, gpu_instance: c_void_p, compute_instance_id: int) -> c_void_p:
-        return self._handle("nvmlGpuInstanceGetComputeInstanceById", gpu_instance, c_uint(compute_instance_id))
+    def gpu_instance_compute_instance_by_id(self, gpu_instance, compute_instance_id: int):
+        return self._out("nvmlGpuInstanceGetComputeInstanceById", "nvmlComputeInstance_t", gpu_instance,
+                         compute_instance_id)
 
-    def compute_instance_info(self, compute_instance: c_void_p) -> ComputeInstanceInfo:
-        return self._struct("nvmlComputeInstanceGetInfo_v2", ComputeInstanceInfo(), compute_instance)
+    def compute_instance_info(self, compute_instance) -> Fields:
+        """id, profileId, placement; `device` and `gpuInstance` as handle addresses."""
+        return self._struct("nvmlComputeInstanceGetInfo_v2", "nvmlComputeInstanceInfo_t", compute_instance)
 
-    def gpu_instance_compute_instance_profile_info(self, gpu_instance: c_void_p, profile: int,
-                                                   engine_profile: int) -> ComputeInstanceProfileInfo:
-        """The compute-instance profile at index `profile`: v2, or v1 with an empty name (as above)."""
-        info = ComputeInstanceProfileInfo(version=COMPUTE_INSTANCE_PROFILE_INFO_V2)
-        args = (gpu_instance, c_uint(profile), c_uint(engine_profile))
+    def gpu_instance_compute_instance_profile_info(self, gpu_instance, profile: int, engine_profile: int) -> Fields:
+        """The compute-instance profile at index `profile`: v2 fields, or v1 ones (as above)."""
+        args = (gpu_instance, profile, engine_profile)
         try:
-            return self._struct("nvmlGpuInstanceGetComputeInstanceProfileInfoV", info, *args)
+            return self._struct("nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+                                "nvmlComputeInstanceProfileInfo_v2_t", *args, version=COMPUTE_INSTANCE_PROFILE_INFO_V2)
         except NvmlCallError as e:
             if e.code != ERROR_FUNCTION_NOT_FOUND:
                 raise
-        old = self._struct("nvmlGpuInstanceGetComputeInstanceProfileInfo", ComputeInstanceProfileInfoV1(), *args)
-        return _widened(old, ComputeInstanceProfileInfo(version=0))
-
-
-def _widened(old: ctypes.Structure, new: ctypes.Structure) -> ctypes.Structure:
-    """Copy a v1 struct's fields into its v2 form (the v2 adds only `version` and `name`)."""
-    for field, _ in old._fields_:
-        setattr(new, field, getattr(old, field))
-    return new
+        old = self._struct("nvmlGpuInstanceGetComputeInstanceProfileInfo", "nvmlComputeInstanceProfileInfo_t", *args)
+        return Fields(version=0, **vars(old), name="")

@@ -2,7 +2,8 @@
 read every GPU, every MIG device and every field of every struct the binding reads from the same
 library, each in its own process (one NVML per process), and must agree, errors included. Then the
 binding's own error paths: a missing library, NVML error codes and their texts, a missing symbol, a
-driver without the versioned profile calls, and NOT_SUPPORTED as cdi.nvml meets it."""
+driver without the versioned profile calls, and NOT_SUPPORTED as cdi.nvml meets it; and what the
+binding costs the hook's start."""
 from __future__ import annotations
 
 import json
@@ -52,16 +53,9 @@ def t4(tmp_path_factory) -> Path:
 # Handles differ between processes, so pointers in structs are recorded as what they point at.
 READER = """
 def fields(struct, pointers):
-    out = {}
-    for name, *_ in struct._fields_:
-        value = getattr(struct, name)
-        if name in pointers:
-            value = pointers[name] == address(value)
-        elif hasattr(value, "_fields_"):
-            value = fields(value, {})
-        elif isinstance(value, bytes):
-            value = value.decode()
-        out[name] = value
+    out = record(struct)
+    for name, handle in pointers.items():
+        out[name] = out[name] == address(handle)   # the parent's handle, or not
     return out
 
 def attempt(read):
@@ -99,8 +93,8 @@ for index in range(out["count"]):
         gpu["migs"].append({
             "slot": slot, "uuid": CLIENT["uuid"](mig), "gi": gi_id, "ci": ci_id,
             "memory": fields(CLIENT["memory_info"](mig), {}),
-            "gi info": fields(CLIENT["gi_info"](gi), {"device": address(h)}),
-            "ci info": fields(CLIENT["ci_info"](ci), {"device": address(h), "gpuInstance": address(gi)}),
+            "gi info": fields(CLIENT["gi_info"](gi), {"device": h}),
+            "ci info": fields(CLIENT["ci_info"](ci), {"device": h, "gpuInstance": gi}),
             "ci profiles": [attempt(lambda: fields(CLIENT["ci_profile"](gi, p, 0), {})) for p in range(9)],
             "unknown gi": attempt(lambda: CLIENT["gi_by_id"](h, 99)),
         })
@@ -109,11 +103,12 @@ print(json.dumps(out))
 """
 
 BINDING = """
-import ctypes, json, sys
-from cdi.nvml_binding import GPU_INSTANCE_PROFILE_COUNT as GI_PROFILE_COUNT, NvmlCallError as ERROR, load_library
+import json, sys
+from cdi.nvml_binding import GPU_INSTANCE_PROFILE_COUNT as GI_PROFILE_COUNT, NvmlCallError as ERROR, Fields
+from cdi.nvml_binding import handle_address as address, load_library
 lib = load_library(sys.argv[1])
 code = lambda e: e.code
-address = lambda h: h if isinstance(h, int) or h is None else h.value
+record = lambda f: {k: record(v) if isinstance(v, Fields) else v for k, v in vars(f).items()}
 CLIENT = {
     "init": lib.init, "driver_version": lib.system_driver_version, "cuda_version": lib.system_cuda_driver_version,
     "device_count": lib.device_count, "handle_by_index": lib.device_handle_by_index,
@@ -135,7 +130,21 @@ ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)   # pynvml then gets this obje
 import pynvml as n
 ERROR, GI_PROFILE_COUNT = n.NVMLError, n.NVML_GPU_INSTANCE_PROFILE_COUNT
 code = lambda e: e.value
-address = lambda h: ctypes.cast(h, ctypes.c_void_p).value
+address = lambda h: ctypes.cast(h, ctypes.c_void_p).value or 0
+
+def record(struct):   # a ctypes struct as the binding's Fields are: str, int, nested dicts
+    out = {}
+    for name, kind, *_ in struct._fields_:
+        value = getattr(struct, name)
+        if hasattr(value, "_fields_"):
+            value = record(value)
+        elif isinstance(value, bytes):
+            value = value.decode()
+        elif issubclass(kind, ctypes._Pointer):
+            value = address(value)
+        out[name] = value
+    return out
+
 def text(read):   # pynvml gives str or bytes, depending on its version
     return lambda *args: (lambda value: value.decode() if isinstance(value, bytes) else value)(read(*args))
 CLIENT = {
@@ -205,7 +214,7 @@ def test_a_missing_library_is_library_not_found(tmp_path):
     with pytest.raises(NvmlCallError) as err:
         load_library(str(tmp_path / "libnvidia-ml.so.1"))
     assert err.value.code == ERROR_LIBRARY_NOT_FOUND
-    assert "No such file or directory" in err.value.text
+    assert err.value.text == f"{tmp_path}/libnvidia-ml.so.1: cannot open shared object file: No such file or directory"
 
 
 def test_no_driver_at_slash_is_the_no_driver_message():
@@ -238,9 +247,9 @@ def test_a_driver_without_the_versioned_profile_calls_is_read_through_v1(a100):
     """Drivers before the ...ProfileInfoV calls (R470) have only the v1 structs, without names:
     cdi.nvml then builds the profile name from slices and memory, as nvidia-smi shows it."""
     done = python("""
-        import ctypes, json, sys
+        import json, sys
         from cdi.nvml import _gi_profiles
-        from cdi.nvml_binding import NvmlLibrary
+        from cdi.nvml_binding import NvmlLibrary, load_library
 
         class WithoutVersionedCalls:   # the symbol table of such a driver
             def __init__(self, cdll):
@@ -250,16 +259,16 @@ def test_a_driver_without_the_versioned_profile_calls_is_read_through_v1(a100):
                     raise AttributeError(name)
                 return getattr(self.cdll, name)
 
-        cdll = ctypes.CDLL(sys.argv[1])
-        old, new = NvmlLibrary(WithoutVersionedCalls(cdll)), NvmlLibrary(cdll)
+        new = load_library(sys.argv[1])
+        old = NvmlLibrary(WithoutVersionedCalls(new._lib))
         new.init()
         gpu = new.device_handle_by_index(1)
         gi = new.device_gpu_instance_by_id(gpu, new.device_gpu_instance_id(new.device_mig_device_handle_by_index(gpu, 0)))
         pairs = [(old.device_gpu_instance_profile_info(gpu, 0), new.device_gpu_instance_profile_info(gpu, 0)),
                  (old.gpu_instance_compute_instance_profile_info(gi, 0, 0),
                   new.gpu_instance_compute_instance_profile_info(gi, 0, 0))]
-        print(json.dumps([[{f: getattr(s, f) for f, _ in s._fields_ if f not in ("version", "name")}
-                           for s in pair] + [pair[0].version, pair[0].name.decode()] for pair in pairs]))
+        print(json.dumps([[{f: v for f, v in vars(s).items() if f not in ("version", "name")}
+                           for s in pair] + [pair[0].version, pair[0].name] for pair in pairs]))
         named, built = _gi_profiles(new, gpu), _gi_profiles(old, gpu)
         print(json.dumps([sorted(named) == sorted(built), built[19], built[9]]))
         """, str(a100 / LIB))
@@ -298,11 +307,21 @@ def test_an_nvml_error_is_one_message_with_nvmls_own_text(tmp_path_factory):
 
 
 def test_the_hooks_nvml_path_imports_neither_pynvml_nor_what_it_needed(a100):
-    """Speed: reading the inventory as the prestart hook does (python -I -S) imports no pynvml, and
-    none of ctypes.util, string or threading, which pynvml and the old lock brought in."""
+    """Speed: reading the inventory as the prestart hook does (python -I -S) imports no pynvml, none
+    of ctypes.util, string or threading, which pynvml and the old lock brought in, and not even
+    ctypes (the binding's declarations are compiled ahead: cdi/_nvml_ffi.py)."""
     code = (f"import sys; sys.path[:0] = {[str(REPO), *sys.path]!r}\n"
             "from cdi.nvml import load_inventory\n"
             f"assert load_inventory({str(a100)!r}).gpus\n"
-            "print(sorted(m for m in ('pynvml', 'ctypes.util', 'string', 'threading') if m in sys.modules))\n")
+            "print(sorted(m for m in ('pynvml', 'ctypes', 'ctypes.util', 'string', 'threading', 'cffi')\n"
+            "             if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_the_compiled_declarations_are_those_of_the_build_script():
+    """cdi/_nvml_ffi.py is generated from cdi/nvml_ffi_build.py's CDEF and committed: regenerate it
+    (`python -m cdi.nvml_ffi_build`) whenever CDEF changes."""
+    from cdi.nvml_ffi_build import OUTPUT, generated_source
+
+    assert OUTPUT.read_text() == generated_source()
