@@ -1,38 +1,28 @@
-"""nvidia-cdi-hook: everything a CDI spec asks at createContainer time, in one process.
+"""The Python half of nvidia-cdi-hook, for the prestart hook's live injection.
 
-    nvidia-cdi-hook create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR ... < state.json
-
-The spec's hook entry (built by cdi.discover) chains the subcommands in one argv; NVIDIA's specs run
-one subcommand per entry, with the same names and options, and work too. Subcommands:
-  create-symlinks  --link TARGET::LINK   make LINK -> TARGET inside the rootfs (LINK absolute, in
-                                         the container; TARGET stored as given)
-  update-ldcache   --folder DIR          rebuild the container's /etc/ld.so.cache with the host's
-                   --ldconfig-path @PATH ldconfig, scanning DIR too (a library folder the rootfs'
-                                         ld.so.conf may not list: /usr/lib/x86_64-linux-gnu on a
-                                         RHEL-like image) and listing DIR in
-                                         /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so a later
-                                         ldconfig in the container keeps it
-Both take --container-spec FILE (the bundle's config.json); global --debug/--quiet are accepted.
-Unknown subcommands and options (from a newer spec) are warned about and skipped.
-
-Started through the static launcher (clean environment, `python -I -S`), as root, by the runtime in
-the container's mount namespace before pivot_root. It imports only the stdlib and libcontainer_c. The
-rootfs comes from the state's bundle and config.json's root.path, never from the cwd (runc: the
-rootfs, crun: the bundle). Links are made by the C helper, resolved inside the rootfs; ldconfig runs
-in the C helper's sandbox (host binary opened first, chroot, no capabilities, no_new_privs, empty
-environment, limits).
+nvidia-cdi-hook itself, the program CDI createContainer hooks run, is C (libcontainer_c/cdi_hook/,
+built into the static launcher: no interpreter starts for it). This module keeps what the Python
+programs need of it:
+  - parse_args: the same argument chains the C program reads (hook.inject re-reads the hook entry
+    cdi.discover built, to do the same work live); both parsers are held to one table of cases,
+    tests/unit/cdi_hook/args_cases.json:
+        create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR [--ldconfig-path @PATH]
+        (NVIDIA's one-subcommand-per-entry form and a leading `hook` too; --container-spec FILE,
+        global --debug/--quiet; unknown subcommands and options are warnings)
+  - read_state, state_bundle, load_container_config, parse_json: the prestart hook's readers of the
+    state and the bundle's config.json (the same rules and limits as the C program: 1 MiB of state,
+    16 MiB of config.json, read without blocking, regular files only; a repeated key: the last wins);
+  - update_ldcache: the ld cache of a live container, through libcontainer_c (the ld.so.conf.d
+    drop-in and the sandboxed ldconfig are the C helper's, shared with the C program).
+It imports only the stdlib and libcontainer_c.
 """
 from __future__ import annotations
 
 import os
 import stat  # already imported by os
-import sys
 
-PROG = "nvidia-cdi-hook"
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
-LD_SO_CONF_DIR = "/etc/ld.so.conf.d"
-LD_SO_CONF_NAME = "00-nvidia-cdi-hook.conf"   # 00: before the image's own folders
 MAX_STATE = 1 << 20
 MAX_CONFIG = 16 << 20
 LINK_SEPARATOR = "::"
@@ -203,11 +193,12 @@ def state_bundle(state: dict) -> str:
 
 def load_container_config(bundle: str, container_spec: str | None = None) -> tuple[dict, str]:
     """(config.json, rootfs) of the bundle: the rootfs is config.json's root.path, relative to the
-    bundle (never the cwd). Shared by this hook and the prestart hook."""
+    bundle (never the cwd). The prestart hook's reader; nvidia-cdi-hook (C, container.c) follows the
+    same rules."""
     config_path = container_spec or os.path.join(bundle, "config.json")
     try:
         # O_NONBLOCK and a regular file only: a FIFO there must not hang the container's start. (The
-        # same rule as cdi.regular_file, written out here: this program imports no cdi module.)
+        # same rule as cdi.regular_file, written out here: this module imports no cdi module.)
         fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
@@ -226,32 +217,6 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     if not isinstance(path, str) or not path:
         raise HookError("container config has no root.path", config_path)
     return config, os.path.normpath(os.path.join(bundle, path))
-
-
-def rootfs_from_state(state: dict, container_spec: str | None = None) -> str:
-    """The container's root, from the state's bundle and its config.json."""
-    return load_container_config(state_bundle(state), container_spec)[1]
-
-
-def create_links(rootfs: str, links: list[tuple[str, str]], warn) -> None:
-    """Make each link inside the rootfs. A regular file the image already has at a link's place is
-    kept (with a warning); anything else that fails is an error."""
-    from libcontainer_c.errors import ContainerFsError
-    from libcontainer_c.rootfs import Rootfs
-
-    try:
-        root = Rootfs(rootfs)
-    except ContainerFsError as e:
-        raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
-    with root:
-        for target, link in links:
-            try:
-                root.symlink(target, link)
-            except ContainerFsError as e:
-                if e.errno == 17:  # EEXIST: the image's own file; do not destroy it
-                    warn(f"not linking {link} -> {target}: the image has a file there")
-                    continue
-                raise HookError(f"cannot create link {link} -> {target}: {e.strerror}", rootfs) from None
 
 
 def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | None, warn) -> None:
@@ -278,76 +243,13 @@ def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | No
 
 
 def write_ld_so_conf(root, folders: list[str], warn) -> None:
-    """List the folders in /etc/ld.so.conf.d/LD_SO_CONF_NAME, so that an ldconfig the container runs
-    later (a package install) keeps the driver libraries. The directory is opened inside the root;
-    the file is written under a fresh name next to it and renamed into place, so nothing the image
-    put there (a symlink, a hard link) is ever written through."""
+    """List the folders in the root's /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so that an ldconfig
+    the container runs later (a package install) keeps the driver libraries. Written by the C helper
+    (the one writer, also nvidia-cdi-hook's); a failure is a warning."""
     from libcontainer_c.errors import ContainerFsError
+    from libcontainer_c.ldconfig import LD_SO_CONF_PATH, write_ld_so_conf as write
 
     try:
-        root.mkdirs(LD_SO_CONF_DIR)
-        dir_fd = root.open(LD_SO_CONF_DIR, os.O_RDONLY | os.O_DIRECTORY)
+        write(root, folders)
     except ContainerFsError as e:
-        warn(f"cannot write {LD_SO_CONF_DIR}/{LD_SO_CONF_NAME}: {e.strerror}")
-        return
-    tmp = f".{LD_SO_CONF_NAME}.{os.getpid()}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dir_fd)
-        with os.fdopen(fd, "w") as f:
-            f.write("# driver library folders, written by nvidia-cdi-hook\n" + "".join(d + "\n" for d in folders))
-        os.rename(tmp, LD_SO_CONF_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError as e:
-        warn(f"cannot write {LD_SO_CONF_DIR}/{LD_SO_CONF_NAME}: {e.strerror or e}")
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-    finally:
-        os.close(dir_fd)
-
-
-def run_tasks(rootfs: str, tasks: Tasks, *, pid: int | None = None, warn=None) -> None:
-    """Do what `tasks` asks in the container rooted at `rootfs`: links first, then the ld cache.
-    pid: run ldconfig in that process' mount namespace (a prestart hook); None: stay in ours
-    (a createContainer hook already is in the container's)."""
-    warn = warn or _warn
-    if tasks.links:
-        create_links(rootfs, tasks.links, warn)
-    if tasks.update_ldcache:
-        update_ldcache(rootfs, tasks.folders, tasks.ldconfig, pid, warn)
-
-
-def _warn(message: str) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr)
-
-
-def usage() -> str:
-    """The usage text: the subcommand part of this module's docstring."""
-    return __doc__.split("\n\nStarted through", 1)[0].strip() + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("-h", "--help", "help"):
-        sys.stdout.write(usage())
-        return 0
-    try:
-        tasks = parse_args(argv)
-        for warning in tasks.warnings:
-            _warn(warning)
-        if tasks.empty:
-            return 0
-        state = read_state(sys.stdin.buffer)
-        run_tasks(rootfs_from_state(state, tasks.container_spec), tasks)
-    except HookError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"{PROG}: error: {e.strerror or e} ({e.filename or 'system call'})", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        warn(f"cannot write {LD_SO_CONF_PATH}: {e.strerror}")

@@ -21,15 +21,18 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 LAUNCHER_SOURCE = PACKAGE_DIR / "launcher.c"
+# Linked into the launcher: the native programs (nvidia-cdi-hook) and the C helper they use.
+NATIVE_SOURCE_DIRS = (PACKAGE_DIR / "cdi_hook", PACKAGE_DIR / "src")
 
-# Installed file name -> module that must exist for it to be installed (kept in step with the
-# program table in launcher.c; tests check both agree).
+# Installed file name -> module that must exist for it to be installed, or None for a program
+# written in C inside the launcher (always installed). Kept in step with the program table in
+# launcher.c; tests check both agree.
 PROGRAMS = {
     "nvidia-container-runtime": "runtime_shim.main",
     "nvidia-container-runtime.cdi": "runtime_shim.main",
     "nvidia-container-runtime.legacy": "runtime_shim.main",
     "nvidia-container-runtime-hook": "hook.prestart",
-    "nvidia-cdi-hook": "hook.cdi_hook",
+    "nvidia-cdi-hook": None,
     "nvidia-container-cli": "hook.cli",
     "gct-launcher-probe": "libcontainer_c.launcher_probe",
 }
@@ -69,8 +72,11 @@ def build_launcher(python: str, out: Path, cc: str = "cc") -> None:
             f"#define GCT_PYTHON {c_string(python)}\n"
             f"#define GCT_SYS_PATH_LITERAL {c_string(repr(import_path()))}\n"
         )
-        cmd = [cc, "-static", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{tmp}",
-               str(LAUNCHER_SOURCE), "-o", str(out)]
+        sources = [str(p) for d in NATIVE_SOURCE_DIRS for p in sorted(d.glob("*.c"))]
+        # unused C helper functions (the cffi module's) are dropped: --gc-sections
+        cmd = [cc, "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+               "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", f"-I{tmp}",
+               *(f"-I{d}" for d in NATIVE_SOURCE_DIRS), str(LAUNCHER_SOURCE), *sources, "-o", str(out)]
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
             raise SystemExit(f"install_launchers: error: compiling the launcher failed "
@@ -80,7 +86,7 @@ def build_launcher(python: str, out: Path, cc: str = "cc") -> None:
 def installable_programs() -> list[str]:
     sys.path.insert(0, str(PACKAGE_DIR.parent))
     try:
-        return [name for name, module in PROGRAMS.items() if importlib.util.find_spec(module)]
+        return [name for name, module in PROGRAMS.items() if module is None or importlib.util.find_spec(module)]
     finally:
         sys.path.pop(0)
 

@@ -1,5 +1,6 @@
 /*
- * The launcher: a small statically linked program that starts our root-run Python programs.
+ * The launcher: a small statically linked program that starts our root-run programs: the Python
+ * ones, and nvidia-cdi-hook, which is C and runs inside the launcher itself (no interpreter).
  *
  * Why it exists: runc runs our hooks as root with an environment that may come from the container
  * image (REFERENCE §4, §6), and pip rewrites console-script shebangs without interpreter flags
@@ -10,11 +11,15 @@
  *     the install's own import path baked in at install time by libcontainer_c/install_launchers.py;
  *   - picks the program by its own file name (readlink /proc/self/exe), never by argv[0], which the
  *     caller controls.
+ * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly.
  *
  * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_LITERAL) and runs
- *   gcc -static -O2 -I<dir of launcher_config.h> launcher.c -o launcher
+ *   gcc -static -O2 -D_GNU_SOURCE -I<dir of launcher_config.h> -Isrc -Icdi_hook launcher.c \
+ *       cdi_hook/\*.c src/\*.c -o launcher
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -22,23 +27,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cdi_hook.h"
 #include "launcher_config.h"
 #include "runtime_passthrough.c" /* the runtime shim's fast path: runtime commands without Python */
 
 struct program {
     const char *name;   /* installed file name */
-    const char *target; /* "package.module:function" run with sys.argv = [name, args...] */
+    const char *target; /* "package.module:function" run with sys.argv = [name, args...]; NULL: native */
+    int (*native_main)(int argc, char **argv); /* a C program run right here */
 };
 
 static const struct program programs[] = {
-    {"nvidia-container-runtime", "runtime_shim.main:main"},
-    {"nvidia-container-runtime.cdi", "runtime_shim.main:main"},
-    {"nvidia-container-runtime.legacy", "runtime_shim.main:main"},
-    {"nvidia-container-runtime-hook", "hook.prestart:main"},
-    {"nvidia-cdi-hook", "hook.cdi_hook:main"},
-    {"nvidia-container-cli", "hook.cli:main"},
+    {"nvidia-container-runtime", "runtime_shim.main:main", NULL},
+    {"nvidia-container-runtime.cdi", "runtime_shim.main:main", NULL},
+    {"nvidia-container-runtime.legacy", "runtime_shim.main:main", NULL},
+    {"nvidia-container-runtime-hook", "hook.prestart:main", NULL},
+    {"nvidia-cdi-hook", NULL, cdi_hook_main},
+    {"nvidia-container-cli", "hook.cli:main", NULL},
     /* used by the tests: prints what the Python side sees (argv, environment, sys.flags, sys.path) */
-    {"gct-launcher-probe", "libcontainer_c.launcher_probe:main"},
+    {"gct-launcher-probe", "libcontainer_c.launcher_probe:main", NULL},
 };
 
 static const char *const kept_prefixes[] = {"NVIDIA_", NULL};
@@ -117,6 +124,10 @@ int main(int argc, char **argv, char **envp)
         errno = ENOENT;
         die(name, "this launcher does not know a program of that name");
     }
+    /* A native program reads nothing from the environment, and every program it starts (the
+     * sandboxed ldconfig) gets an empty one. */
+    if (program->native_main)
+        return program->native_main(argc, argv);
     char **env = clean_environment(envp);
     if (!env)
         die(name, "out of memory");

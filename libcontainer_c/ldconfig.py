@@ -1,7 +1,8 @@
 """The one sandboxed ldconfig runner: updates a container's /etc/ld.so.cache with the HOST's ldconfig.
 
 The binary is opened here, in the caller's namespace, before anything is entered, so an image can
-never substitute its own. A forked child (C, no Python) then joins the container's mount namespace
+never substitute its own, and must be a static executable (the C helper's gct_open_static_executable,
+which nvidia-cdi-hook, a C program, calls too; the limits are the C header's GCT_LDCONFIG_*). A forked child (C, no Python) then joins the container's mount namespace
 (``pid``; None = stay in this one, as a createContainer hook already is in the container's), takes a
 private copy of it, hides a procfs mounted in the rootfs, chroots into the rootfs, sets resource
 limits, drops every capability (bounding set included, securebits locked so uid 0 regains nothing on
@@ -12,20 +13,23 @@ Capabilities: none are kept. ldconfig runs as uid 0 inside the rootfs, so it can
 root gets a failed ldconfig (reported), never a privileged one.
 """
 import os
-import stat
 
 from ._native import ffi, lib
 from .errors import ContainerFsError
 
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
-OUTPUT_LIMIT = 64 * 1024
+OUTPUT_LIMIT = lib.GCT_LDCONFIG_OUTPUT_LIMIT
+DEFAULT_TIMEOUT = lib.GCT_LDCONFIG_TIMEOUT_MS / 1000
+LD_SO_CONF_PATH = ffi.string(lib.gct_ld_so_conf_path()).decode()   # the drop-in write_ld_so_conf writes
 
 
 class Limits:
-    """Resource limits for the sandboxed program (0 leaves one as it is)."""
+    """Resource limits for the sandboxed program (0 leaves one as it is); the defaults are the C
+    header's, shared with nvidia-cdi-hook."""
     __slots__ = ("cpu_seconds", "address_space", "open_files", "file_size")
 
-    def __init__(self, cpu_seconds=10, address_space=1 << 30, open_files=256, file_size=64 << 20):
+    def __init__(self, cpu_seconds=lib.GCT_LDCONFIG_CPU_SECONDS, address_space=lib.GCT_LDCONFIG_ADDRESS_SPACE,
+                 open_files=lib.GCT_LDCONFIG_OPEN_FILES, file_size=lib.GCT_LDCONFIG_FILE_SIZE):
         self.cpu_seconds = cpu_seconds
         self.address_space = address_space
         self.open_files = open_files
@@ -76,7 +80,7 @@ def host_ldconfig_path(configured: str = "@" + DEFAULT_LDCONFIG) -> str:
 
 
 def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DEFAULT_LDCONFIG,
-                 extra_args=(), limits: Limits = None, timeout: float = 10.0,
+                 extra_args=(), limits: Limits = None, timeout: float = DEFAULT_TIMEOUT,
                  check: bool = True) -> LdconfigResult:
     """Run the host ``ldconfig`` (a host path) inside ``rootfs`` to rebuild its /etc/ld.so.cache.
 
@@ -100,13 +104,6 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
             os.close(ns_fd)
 
 
-_NOT_STATIC = {
-    "script": "it is a script, whose interpreter would be loaded from the container's rootfs",
-    "dynamic": "it is dynamically linked, so the container's ld.so would load it",
-    "not elf": "it is not an ELF executable",
-}
-
-
 def open_static_executable(path: str) -> int:
     """Open a host binary to run inside a rootfs; returns an O_RDONLY fd.
 
@@ -114,48 +111,28 @@ def open_static_executable(path: str) -> int:
     but a static executable would run code from the image as root: it is refused (ENOEXEC). A
     wrapper script (Ubuntu's /sbin/ldconfig) gives way to its static ``<path>.real`` when there is one.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as err:
-        raise LdconfigError(err.errno, "open ldconfig", path) from None
-    try:
-        problem = "not elf" if not stat.S_ISREG(os.fstat(fd).st_mode) else _why_not_static(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-    if problem is None:
+    check = ffi.new("struct gct_exe_check *")
+    fd = lib.gct_open_static_executable(os.fsencode(path), check)
+    if fd >= 0:
         return fd
-    os.close(fd)
-    if problem == "script" and os.path.exists(path + ".real"):
-        return open_static_executable(path + ".real")
-    raise LdconfigError(8, f"refusing ldconfig: {_NOT_STATIC[problem]}", path)
+    errno, failed = ffi.errno, os.fsdecode(ffi.string(check.path)) or path
+    if check.problem == lib.GCT_EXE_NOT_OPENED:
+        raise LdconfigError(errno, "open ldconfig", failed)
+    reason = ffi.string(lib.gct_exe_problem_text(check.problem)).decode()
+    raise LdconfigError(errno, f"refusing ldconfig: {reason}", failed)
 
 
-def _why_not_static(fd: int):
-    """None for a static ELF executable, else "script", "dynamic" or "not elf"."""
-    import struct  # a C module: cheap, and only needed here
-
-    head = os.pread(fd, 64, 0)
-    if head[:2] == b"#!":
-        return "script"
-    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
-        return "not elf"
-    order = "<" if head[5] == 1 else ">"
-    if head[4] == 2:
-        phoff, = struct.unpack_from(order + "Q", head, 32)
-        phentsize, phnum = struct.unpack_from(order + "HH", head, 54)
-    else:
-        phoff, = struct.unpack_from(order + "I", head, 28)
-        phentsize, phnum = struct.unpack_from(order + "HH", head, 42)
-    if phentsize < 4 or phnum == 0:
-        return "not elf"
-    table = os.pread(fd, phentsize * phnum, phoff)
-    if len(table) < phentsize * phnum:
-        return "not elf"
-    for i in range(phnum):
-        if struct.unpack_from(order + "I", table, i * phentsize)[0] == 3:  # PT_INTERP
-            return "dynamic"
-    return None
+def write_ld_so_conf(root, folders) -> None:
+    """List ``folders`` (absolute container paths) in the root's
+    /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf (:data:`LD_SO_CONF_PATH`), so that an ldconfig the
+    container runs later (a package install) keeps them. ``root`` is an open
+    :class:`~libcontainer_c.rootfs.Rootfs`. The C helper resolves the directory inside the root and
+    renames a fresh file into place: nothing the image put there is written through. Raises
+    ContainerFsError."""
+    keep = [ffi.new("char[]", os.fsencode(f)) for f in folders]
+    c_folders = ffi.new("char *[]", keep + [ffi.NULL])
+    if lib.gct_write_ld_so_conf(root.fileno(), c_folders, len(keep)) < 0:
+        raise ContainerFsError(ffi.errno, "write ld.so.conf.d", LD_SO_CONF_PATH)
 
 
 def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigResult:

@@ -126,6 +126,48 @@ struct gct_sandbox_result {
 int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long output_size,
                      struct gct_sandbox_result *res);
 
+/* static_exe.c: open a HOST binary to run inside a rootfs (the sandbox's exe_fd). Anything but a
+ * static ELF executable is refused with ENOEXEC: the kernel would look up a script's interpreter or
+ * an ELF's PT_INTERP inside the chroot. A script gives way to "<path>.real" when that exists
+ * (Ubuntu's /sbin/ldconfig wrapper). Returns an O_RDONLY fd, or -1 with errno and check filled in:
+ * problem GCT_EXE_NOT_OPENED (open failed: errno says why) or the refused kind, path the file
+ * that failed. */
+enum {
+    GCT_EXE_NOT_OPENED = 0,
+    GCT_EXE_STATIC = 1,
+    GCT_EXE_SCRIPT = 2,
+    GCT_EXE_DYNAMIC = 3,
+    GCT_EXE_NOT_ELF = 4
+};
+struct gct_exe_check {
+    int problem;              /* GCT_EXE_* */
+    char path[4096];          /* the file opened last (path, or the "<path>.real" it gave way to) */
+};
+int gct_open_static_executable(const char *path, struct gct_exe_check *check);
+/* why a GCT_EXE_* kind is refused, as a phrase ("it is a script, whose interpreter ...") */
+const char *gct_exe_problem_text(int problem);
+
+/* The sandboxed ldconfig's limits, for every caller of the runner (libcontainer_c.ldconfig and
+ * nvidia-cdi-hook): cpu 10 s, address space 1 GiB, 256 files, 64 MiB written per file, 10 s of
+ * wall-clock time, 64 KiB of output kept. */
+enum {
+    GCT_LDCONFIG_CPU_SECONDS = 10,
+    GCT_LDCONFIG_ADDRESS_SPACE = 1073741824,
+    GCT_LDCONFIG_OPEN_FILES = 256,
+    GCT_LDCONFIG_FILE_SIZE = 67108864,
+    GCT_LDCONFIG_TIMEOUT_MS = 10000,
+    GCT_LDCONFIG_OUTPUT_LIMIT = 65536
+};
+
+/* ld_so_conf.c: lists folders (absolute, no newline: EINVAL) one a line in the root's
+ * /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so that an ldconfig the container runs later keeps
+ * them. The directory is resolved (and made) inside the root; the file is written under a fresh
+ * name there (O_EXCL, mode 0644) and renamed into place: nothing the image put there is written
+ * through. */
+int gct_write_ld_so_conf(int rootfd, const char *const *folders, unsigned long nfolders);
+/* the file's path in the container, for messages */
+const char *gct_ld_so_conf_path(void);
+
 /* cgroup_devices.c: write one rule ("c 195:0 rw") to <hierarchy>/<cgroup>/<file> (devices.allow or
  * devices.deny); the cgroup path is walked beneath the hierarchy, which must be a cgroup v1 mount */
 int gct_cgroup_v1_device_rule(const char *hierarchy, const char *cgroup, const char *file, const char *rule);

@@ -102,8 +102,25 @@ def test_unknown_program_name_is_a_clear_error(bindir, tmp_path):
 
 def test_program_table_in_c_matches_the_installer():
     source = Path(install_launchers.LAUNCHER_SOURCE).read_text()
-    table = dict(re.findall(r'\{"([^"]+)", "([^":]+):[^"]+"\}', source))
-    assert table == install_launchers.PROGRAMS
+    table = dict(re.findall(r'\{"([^"]+)", "([^":]+):[^"]+", NULL\}', source))
+    native = re.findall(r'\{"([^"]+)", NULL, \w+\}', source)
+    assert native == ["nvidia-cdi-hook"]
+    assert {**table, **dict.fromkeys(native)} == install_launchers.PROGRAMS
+
+
+def test_nvidia_cdi_hook_runs_without_python(tmp_path):
+    """nvidia-cdi-hook is C inside the launcher: a launcher whose interpreter does not exist runs it
+    all the same (while a Python program from the same build cannot start)."""
+    names = install_launchers.install(tmp_path, "/nonexistent/python3")
+    assert "nvidia-cdi-hook" in names
+    done = subprocess.run([str(tmp_path / "nvidia-cdi-hook"), "--help"], capture_output=True, text=True, env={},
+                          stdin=subprocess.DEVNULL, timeout=30)
+    assert done.returncode == 0 and "create-symlinks  --link TARGET::LINK" in done.stdout, done.stderr
+    done = subprocess.run([str(tmp_path / "nvidia-cdi-hook"), "chmod"], capture_output=True, text=True, env={},
+                          stdin=subprocess.DEVNULL, timeout=30)
+    assert (done.returncode, done.stderr) == (0, "nvidia-cdi-hook: warning: ignoring unknown subcommand 'chmod'\n")
+    probe = subprocess.run([str(tmp_path / PROBE)], capture_output=True, text=True, env={}, timeout=30)
+    assert probe.returncode == 127 and "cannot execute /nonexistent/python3" in probe.stderr
 
 
 def test_c_string_escapes_everything_unusual():

@@ -1,5 +1,7 @@
-"""nvidia-cdi-hook: argument chains (ours and NVIDIA's), the rootfs from the state, and real runs of the
-installed launcher on a busybox + glibc rootfs with the host's ldconfig."""
+"""nvidia-cdi-hook (C, libcontainer_c/cdi_hook/): the rootfs from the state, and real runs of the
+installed program on a busybox + glibc rootfs with the host's ldconfig. The Python readers the
+prestart hook keeps (hook.cdi_hook) are held to the same cases. The argument chains are in
+args_cases.json (test_args_table.py), the JSON reader's edge cases in test_json_reader.py."""
 from __future__ import annotations
 
 import io
@@ -12,56 +14,36 @@ from pathlib import Path
 
 import pytest
 
-from hook.cdi_hook import HookError, parse_args, read_state, rootfs_from_state
+from hook.cdi_hook import HookError, load_container_config, read_state, state_bundle
 from tests.e2e.rootfs import make_rootfs
 
-HOOK = Path(sys.executable).parent / "nvidia-cdi-hook"
+# the installed program; GCT_TEST_CDI_HOOK: another build of it (say one with the sanitizers)
+HOOK = Path(os.environ.get("GCT_TEST_CDI_HOOK") or Path(sys.executable).parent / "nvidia-cdi-hook")
 LIB = "/usr/lib/x86_64-linux-gnu"
 
-
-# -- arguments ------------------------------------------------------------------------------------
-
-def test_one_chain_of_both_subcommands():
-    tasks = parse_args(["create-symlinks", "--link", "libcuda.so.1::/usr/lib/libcuda.so",
-                        "--link=libnvidia-ml.so.550::/usr/lib/libnvidia-ml.so.1",
-                        "update-ldcache", "--folder", "/usr/lib", "--folder", "/usr/lib", "--ldconfig-path", "@/x/ldconfig"])
-    assert tasks.links == [("libcuda.so.1", "/usr/lib/libcuda.so"), ("libnvidia-ml.so.550", "/usr/lib/libnvidia-ml.so.1")]
-    assert tasks.folders == ["/usr/lib"] and tasks.update_ldcache and tasks.ldconfig == "/x/ldconfig"
-    assert tasks.warnings == []
+needs_hook = pytest.mark.skipif(not HOOK.exists(), reason="needs the installed launcher (make venv)")
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not HOOK.exists() or not os.path.exists("/sbin/ldconfig"),
+                                reason="needs root, the installed launcher (make venv) and /sbin/ldconfig")
 
 
-@pytest.mark.parametrize("args", [
-    ["create-symlinks", "--link", "libcuda.so.1::/usr/lib64/libcuda.so"],          # nvidia-cdi-hook
-    ["hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib64/libcuda.so"],  # nvidia-ctk hook
-    ["--debug", "create-symlinks", "--host-root", "/", "--link", "libcuda.so.1::/usr/lib64/libcuda.so"],
-])
-def test_nvidias_spellings(args):
-    tasks = parse_args(args)
-    assert tasks.links == [("libcuda.so.1", "/usr/lib64/libcuda.so")] and not tasks.warnings
+def run_hook(args, state, cwd="/", env=None, timeout=60):
+    """The installed program as a createContainer hook runs: the state (a dict, or the text) on stdin."""
+    stdin = state if isinstance(state, str) else json.dumps(state)
+    return subprocess.run([str(HOOK), *args], input=stdin, capture_output=True, text=True, cwd=cwd,
+                          env=env if env is not None else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=timeout)
 
 
-def test_unknown_subcommands_and_options_are_warnings_not_failures():
-    tasks = parse_args(["enable-cuda-compat", "--host-driver-version", "550", "create-symlinks", "--link",
-                        "a::/b", "--new-flag", "value", "--other=1", "update-ldcache", "--folder", "/l",
-                        "chmod", "--mode", "755", "--path", "/dev/dri"])
-    assert tasks.links == [("a", "/b")] and tasks.folders == ["/l"]
-    assert tasks.warnings == ["ignoring unknown subcommand 'enable-cuda-compat'",
-                              "ignoring unknown option '--new-flag' of create-symlinks",
-                              "ignoring unknown option '--other' of create-symlinks",
-                              "ignoring unknown subcommand 'chmod'"]
-    assert parse_args(["chmod", "--mode", "755"]).empty
+def error_line(result) -> str:
+    """The one error line of a failed run, without the program's prefix."""
+    assert result.returncode == 1, result
+    line, = result.stderr.strip().splitlines()
+    assert line.startswith("nvidia-cdi-hook: error: "), line
+    return line[len("nvidia-cdi-hook: error: "):]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["create-symlinks", "--link", "no-separator"], "invalid link 'no-separator'"),
-    (["create-symlinks", "--link", "a::relative/link"], "invalid link"),
-    (["create-symlinks", "--link"], "option --link needs a value"),
-    (["update-ldcache", "--folder", "lib"], "folder 'lib' is not an absolute path"),
-    (["update-ldcache", "--ldconfig-path", "ldconfig"], "must be an absolute host path"),
-])
-def test_malformed_values_of_known_options_are_errors(args, message):
-    with pytest.raises(HookError, match=message):
-        parse_args(args)
+def python_rootfs(state: dict) -> str:
+    """The prestart hook's reading of the same state."""
+    return load_container_config(state_bundle(state))[1]
 
 
 # -- the rootfs -----------------------------------------------------------------------------------
@@ -71,45 +53,85 @@ def write_bundle(bundle: Path, root_path: str) -> None:
     (bundle / "config.json").write_text(json.dumps({"ociVersion": "1.0.2", "root": {"path": root_path}}))
 
 
+LINK = ["create-symlinks", "--link", "target::/made-by-the-hook"]
+
+
+@needs_hook
 def test_rootfs_comes_from_the_bundle_not_the_cwd(tmp_path, monkeypatch):
     write_bundle(tmp_path / "bundle", "rootfs")
-    monkeypatch.chdir("/")
-    assert rootfs_from_state({"bundle": str(tmp_path / "bundle")}) == str(tmp_path / "bundle/rootfs")
-    assert rootfs_from_state({"bundlePath": str(tmp_path / "bundle")}) == str(tmp_path / "bundle/rootfs")
-    write_bundle(tmp_path / "b2", "/somewhere/else/")
-    assert rootfs_from_state({"bundle": str(tmp_path / "b2")}) == "/somewhere/else"
+    (tmp_path / "bundle/rootfs").mkdir()
+    for key in ("bundle", "bundlePath"):
+        state = {key: str(tmp_path / "bundle")}
+        assert run_hook(LINK, state, cwd="/").returncode == 0
+        assert os.readlink(tmp_path / "bundle/rootfs/made-by-the-hook") == "target"
+        os.unlink(tmp_path / "bundle/rootfs/made-by-the-hook")
+        monkeypatch.chdir("/")
+        assert python_rootfs(state) == str(tmp_path / "bundle/rootfs")
+    # an absolute root.path, normalised as os.path.normpath does
+    write_bundle(tmp_path / "b2", str(tmp_path) + "//elsewhere/./x/../")
+    (tmp_path / "elsewhere").mkdir()
+    assert run_hook(LINK, {"bundle": str(tmp_path / "b2")}).returncode == 0
+    assert os.readlink(tmp_path / "elsewhere/made-by-the-hook") == "target"
+    assert python_rootfs({"bundle": str(tmp_path / "b2")}) == str(tmp_path / "elsewhere")
+    write_bundle(tmp_path / "b3", "/somewhere/else/")
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path / "b3")})) == \
+        "cannot open the container's root: No such file or directory (/somewhere/else)"
+    assert python_rootfs({"bundle": str(tmp_path / "b3")}) == "/somewhere/else"
 
 
+@needs_hook
 @pytest.mark.parametrize("state, message", [
-    ({}, "container state has no absolute bundle path"),
-    ({"bundle": "relative"}, "container state has no absolute bundle path"),
-    ({"bundle": "/nonexistent-bundle"}, "cannot read the container's config: No such file or directory"),
+    ({}, "container state has no absolute bundle path (stdin)"),
+    ({"bundle": "relative"}, "container state has no absolute bundle path (stdin)"),
+    ({"bundle": "/nonexistent-bundle"},
+     "cannot read the container's config: No such file or directory (/nonexistent-bundle/config.json)"),
 ])
 def test_bad_states(state, message):
-    with pytest.raises(HookError, match=message):
-        rootfs_from_state(state)
+    assert error_line(run_hook(LINK, state)) == message
+    with pytest.raises(HookError, match=message.split(" (")[0]):
+        python_rootfs(state)
 
 
+@needs_hook
 def test_a_config_without_root_path(tmp_path):
     (tmp_path / "config.json").write_text("{}")
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path)})) == \
+        f"container config has no root.path ({tmp_path}/config.json)"
     with pytest.raises(HookError, match="container config has no root.path"):
-        rootfs_from_state({"bundle": str(tmp_path)})
+        python_rootfs({"bundle": str(tmp_path)})
 
 
-def test_deeply_nested_json_is_an_error_not_a_traceback(tmp_path):
-    """json.loads raises RecursionError (not a ValueError) for deep nesting: still one HookError."""
+@needs_hook
+def test_container_spec_names_the_config(tmp_path):
+    write_bundle(tmp_path / "bundle", "rootfs")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "spec.json").write_text(json.dumps({"root": {"path": str(tmp_path / "other")}}))
+    result = run_hook([*LINK, "--container-spec", str(tmp_path / "spec.json")], {"bundle": str(tmp_path / "bundle")})
+    assert result.returncode == 0, result.stderr
+    assert os.readlink(tmp_path / "other/made-by-the-hook") == "target"
+
+
+@needs_hook
+def test_deeply_nested_json_is_an_error_not_a_crash(tmp_path):
+    """Nesting deeper than the reader's limit (Go's, 10000) is one error line; the Python reader
+    (RecursionError from json.loads) says the same."""
     deep = "[" * 200_000 + "]" * 200_000
     (tmp_path / "config.json").write_text('{"root": {"path": "rootfs"}, "x": ' + deep + "}")
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path)})).startswith("invalid container config: Nesting too deep")
+    assert error_line(run_hook(LINK, deep)).startswith("invalid container state: Nesting too deep")
     with pytest.raises(HookError, match="invalid container config"):
-        rootfs_from_state({"bundle": str(tmp_path)})
+        python_rootfs({"bundle": str(tmp_path)})
     with pytest.raises(HookError, match="invalid container state"):
         read_state(io.BytesIO(deep.encode()))
 
 
+@needs_hook
 def test_a_config_that_is_a_fifo_is_an_error_without_blocking(tmp_path):
     import signal
 
     os.mkfifo(tmp_path / "config.json")
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path)}, timeout=10)) == \
+        f"container config is not a regular file ({tmp_path}/config.json)"
 
     def timeout(signum, frame):
         raise TimeoutError("load_container_config blocked on a FIFO")
@@ -118,22 +140,42 @@ def test_a_config_that_is_a_fifo_is_an_error_without_blocking(tmp_path):
     signal.alarm(5)
     try:
         with pytest.raises(HookError, match="not a regular file"):
-            rootfs_from_state({"bundle": str(tmp_path)})
+            python_rootfs({"bundle": str(tmp_path)})
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
 
 
+@needs_hook
+def test_a_config_that_is_a_symlink_is_not_followed(tmp_path):
+    write_bundle(tmp_path / "real", "rootfs")
+    (tmp_path / "bundle").mkdir()
+    os.symlink(tmp_path / "real/config.json", tmp_path / "bundle/config.json")
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path / "bundle")})) == \
+        f"cannot read the container's config: Too many levels of symbolic links ({tmp_path}/bundle/config.json)"
+
+
+@needs_hook
+def test_huge_inputs_are_refused_at_their_limit(tmp_path):
+    state = json.dumps({"bundle": str(tmp_path), "pad": ""})
+    big = state[:-2] + "x" * ((1 << 20) - len(state) + 1) + '"}'
+    assert error_line(run_hook(LINK, big)) == "container state is too large (stdin)"
+    with pytest.raises(HookError, match="container state is too large"):
+        read_state(io.BytesIO(big.encode()))
+    config = json.dumps({"root": {"path": "rootfs"}, "pad": ""})
+    (tmp_path / "config.json").write_text(config[:-2] + "x" * ((16 << 20) - len(config) + 1) + '"}')
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path)})) == \
+        f"container config is too large ({tmp_path}/config.json)"
+    with pytest.raises(HookError, match="container config is too large"):
+        python_rootfs({"bundle": str(tmp_path)})
+    # exactly at the limits: read
+    (tmp_path / "config.json").write_text(config[:-2] + "x" * ((16 << 20) - len(config)) + '"}')
+    (tmp_path / "rootfs").mkdir()
+    assert run_hook(LINK, state[:-2] + "x" * ((1 << 20) - len(state)) + '"}').returncode == 0
+    assert os.readlink(tmp_path / "rootfs/made-by-the-hook") == "target"
+
+
 # -- real runs of the installed program -----------------------------------------------------------
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not HOOK.exists() or not os.path.exists("/sbin/ldconfig"),
-                                reason="needs root, the installed launcher (make venv) and /sbin/ldconfig")
-
-
-def run_hook(args, state, cwd="/", env=None):
-    return subprocess.run([str(HOOK), *args], input=json.dumps(state), capture_output=True, text=True,
-                          cwd=cwd, env=env if env is not None else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-                          timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -266,10 +308,10 @@ def test_reading_the_state_imports_neither_json_nor_re():
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize("flag", ["--help", "-h"])
+@needs_hook
+@pytest.mark.parametrize("flag", ["--help", "-h", "help"])
 def test_help_prints_the_subcommands_and_reads_no_state(flag):
-    done = subprocess.run([sys.executable, "-m", "hook.cdi_hook", flag], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[3])
+    done = subprocess.run([str(HOOK), flag], capture_output=True, text=True, stdin=subprocess.DEVNULL, env={})
     assert done.returncode == 0 and done.stderr == ""
     assert "create-symlinks  --link TARGET::LINK" in done.stdout
     assert "update-ldcache   --folder DIR" in done.stdout

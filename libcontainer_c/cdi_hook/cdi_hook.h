@@ -1,0 +1,83 @@
+/* nvidia-cdi-hook, the createContainer hook of CDI specs, in C: declarations shared by its files.
+ *
+ *   args.c       the argument chains (ours and NVIDIA's spellings) -> struct hook_tasks
+ *   json.c       a strict JSON reader that finds a few members (json.h); json_value.c reads them
+ *   container.c  the state on stdin and the bundle's config.json -> the rootfs path
+ *   tasks.c      links and the ld cache, through libcontainer_c/src (one resolver, one symlink
+ *                maker, one ld.so.conf.d writer)
+ *   ldconfig.c   the host's ldconfig through libcontainer_c's one sandboxed runner
+ *   message.c    errors carried up as "<what> (<where>)", warnings, Python-style quoting
+ *   main.c       the program: cdi_hook_main(), called by the launcher
+ */
+#ifndef GCT_CDI_HOOK_H
+#define GCT_CDI_HOOK_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#define HOOK_PROG "nvidia-cdi-hook"
+#define HOOK_MAX_STATE (1 << 20)    /* the OCI state on stdin */
+#define HOOK_MAX_CONFIG (16 << 20)  /* the bundle's config.json */
+#define HOOK_DEFAULT_LDCONFIG "/sbin/ldconfig"
+
+/* An error on its way up: printed once, at the top, as "nvidia-cdi-hook: error: what (where)". */
+struct hook_error {
+    char *what;    /* NULL: out of memory */
+    char *where;   /* NULL: no "(where)" part */
+};
+
+struct hook_link {
+    char *target;      /* stored in the link as given */
+    const char *link;  /* absolute path in the container */
+};
+
+/* What one invocation asks for. Every array has room for one entry per argument. */
+struct hook_tasks {
+    struct hook_link *links;
+    size_t nlinks;
+    const char **folders;   /* library folders for ldconfig, without duplicates, in order */
+    size_t nfolders;
+    int update_ldcache;
+    const char *ldconfig;   /* host path */
+    const char *container_spec;   /* config.json, if given */
+    char **warnings;
+    size_t nwarnings;
+};
+
+/* message.c */
+int hook_fail(struct hook_error *err, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void hook_print_error(const struct hook_error *err);
+void hook_error_free(struct hook_error *err);
+void hook_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* text quoted as Python's repr() quotes a str ('a b', "it's", '\n' escaped), for values in
+ * messages; malloc'd (NULL: out of memory) */
+char *hook_repr(const char *text);
+/* "[Errno N] strerror: 'path'", the way Python prints an OSError; malloc'd */
+char *hook_oserror(int errnum, const char *path);
+
+/* args.c: args without the program name. Returns 0, or -1 with err filled in (a malformed value of
+ * a known option); unknown subcommands and options become tasks->warnings. */
+int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook_error *err);
+int hook_tasks_empty(const struct hook_tasks *tasks);
+void hook_tasks_free(struct hook_tasks *tasks);
+
+/* container.c */
+int hook_read_state(int fd, char **bundle, struct hook_error *err);
+int hook_state_bundle(const char *doc, size_t len, char **bundle, struct hook_error *err);
+int hook_config_root_path(const char *doc, size_t len, const char *where, char **path, struct hook_error *err);
+int hook_container_rootfs(const char *bundle, const char *container_spec, char **rootfs,
+                          struct hook_error *err);
+char *hook_join_normpath(const char *base, const char *path);
+
+/* ldconfig.c: the host's ldconfig (a host path) in the sandbox, scanning folders too */
+int hook_run_ldconfig(const char *rootfs, const char *ldconfig, const char *const *folders, size_t nfolders,
+                      struct hook_error *err);
+
+/* tasks.c */
+int hook_run_tasks(const char *rootfs, const struct hook_tasks *tasks, struct hook_error *err);
+
+/* main.c */
+int cdi_hook_main(int argc, char **argv);
+
+#endif

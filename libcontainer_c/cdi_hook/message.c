@@ -1,0 +1,164 @@
+/* What nvidia-cdi-hook says: one error line "nvidia-cdi-hook: error: <what> (<where>)" printed at the
+ * top from the hook_error carried up, warnings as "nvidia-cdi-hook: warning: ...", and values quoted
+ * the way the Python program quoted them (repr), so messages stay the same and stay on one line. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdi_hook.h"
+
+int hook_fail(struct hook_error *err, const char *where, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(&err->what, fmt, ap) < 0)
+        err->what = NULL;
+    va_end(ap);
+    err->where = where && where[0] ? strdup(where) : NULL;
+    return -1;
+}
+
+void hook_error_free(struct hook_error *err)
+{
+    free(err->what);
+    free(err->where);
+    err->what = err->where = NULL;
+}
+
+void hook_print_error(const struct hook_error *err)
+{
+    const char *what = err->what ? err->what : "out of memory";
+
+    if (err->where)
+        fprintf(stderr, HOOK_PROG ": error: %s (%s)\n", what, err->where);
+    else
+        fprintf(stderr, HOOK_PROG ": error: %s\n", what);
+}
+
+void hook_warn(const char *fmt, ...)
+{
+    char *text;
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(&text, fmt, ap) < 0)
+        text = NULL;
+    va_end(ap);
+    fprintf(stderr, HOOK_PROG ": warning: %s\n", text ? text : "out of memory");
+    free(text);
+}
+
+/* The code point of the UTF-8 sequence at s (its length in *len), or -1 for a byte that starts no
+ * valid sequence (overlong, surrogate, beyond U+10FFFF, truncated). */
+static long utf8_decode(const unsigned char *s, size_t *len)
+{
+    static const long min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+    size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    long cp;
+
+    if (n == 0 || s[0] >= 0xf5)
+        return -1;
+    cp = s[0] & (0x7f >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return -1;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return -1;
+    *len = n;
+    return cp;
+}
+
+/* Python's str.isprintable() for a non-ASCII code point, for the characters that matter in a
+ * terminal: C1 controls, spaces other than ' ', format characters (bidi overrides, zero-width
+ * ones, BOM, tags) and private use. (Unassigned code points are shown as they are.) */
+static int py_printable(long cp)
+{
+    static const long ranges[][2] = {
+        { 0x80, 0xa0 }, { 0xad, 0xad }, { 0x600, 0x605 }, { 0x61c, 0x61c }, { 0x6dd, 0x6dd },
+        { 0x70f, 0x70f }, { 0x1680, 0x1680 }, { 0x180e, 0x180e }, { 0x2000, 0x200f },
+        { 0x2028, 0x202f }, { 0x205f, 0x2064 }, { 0x2066, 0x206f }, { 0x3000, 0x3000 },
+        { 0xd800, 0xdfff },
+        { 0xe000, 0xf8ff }, { 0xfeff, 0xfeff }, { 0xfff9, 0xfffb }, { 0xfffe, 0xffff },
+        { 0xe0001, 0xe0001 }, { 0xe0020, 0xe007f }, { 0xf0000, 0x10ffff },
+    };
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1])
+            return 0;
+    return 1;
+}
+
+struct out {
+    char *buf;
+    size_t size, len;
+};
+
+/* Appends; the buffer is sized for the worst case (hook_repr), so nothing is ever cut. */
+static void put(struct out *o, const char *text, size_t n)
+{
+    if (o->len + n + 1 > o->size)
+        n = o->size > o->len + 1 ? o->size - o->len - 1 : 0;
+    memcpy(o->buf + o->len, text, n);
+    o->len += n;
+    o->buf[o->len] = '\0';
+}
+
+/* One character of a repr: escapes as Python's unicode_repr writes them. */
+static void put_char(struct out *o, long cp, const unsigned char *raw, size_t rawlen, char quote)
+{
+    char esc[16];
+
+    if (cp == quote || cp == '\\')
+        snprintf(esc, sizeof(esc), "\\%c", (char)cp);
+    else if (cp == '\t' || cp == '\n' || cp == '\r')
+        snprintf(esc, sizeof(esc), "\\%c", cp == '\t' ? 't' : cp == '\n' ? 'n' : 'r');
+    else if (cp < 0x20 || cp == 0x7f)
+        snprintf(esc, sizeof(esc), "\\x%02lx", cp);
+    else if (cp < 0x7f || py_printable(cp)) {
+        put(o, (const char *)raw, rawlen);
+        return;
+    } else if (cp <= 0xff)
+        snprintf(esc, sizeof(esc), "\\x%02lx", cp);
+    else if (cp <= 0xffff)
+        snprintf(esc, sizeof(esc), "\\u%04lx", cp);
+    else
+        snprintf(esc, sizeof(esc), "\\U%08lx", cp);
+    put(o, esc, strlen(esc));
+}
+
+char *hook_repr(const char *text)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    /* the longest escape per input byte: an undecodable byte as a 6-character surrogate escape */
+    struct out o = { NULL, 6 * strlen(text) + 3, 0 };
+    char quote = strchr(text, '\'') && !strchr(text, '"') ? '"' : '\'';
+
+    o.buf = malloc(o.size);
+    if (o.buf == NULL)
+        return NULL;
+    o.buf[0] = '\0';
+    put(&o, &quote, 1);
+    while (*s) {
+        size_t n = 1;
+        long cp = *s < 0x80 ? *s : utf8_decode(s, &n);
+        if (cp < 0)   /* an undecodable byte: Python's argv holds it as a surrogate escape */
+            cp = 0xdc00 + *s, n = 1;
+        put_char(&o, cp, s, n, quote);
+        s += n;
+    }
+    put(&o, &quote, 1);
+    return o.buf;
+}
+
+char *hook_oserror(int errnum, const char *path)
+{
+    char *quoted = hook_repr(path), *text;
+
+    if (quoted == NULL || asprintf(&text, "[Errno %d] %s: %s", errnum, strerror(errnum), quoted) < 0)
+        text = NULL;
+    free(quoted);
+    return text;
+}
