@@ -72,9 +72,10 @@ static long utf8_decode(const unsigned char *s, size_t *len)
     return cp;
 }
 
-/* Python's str.isprintable() for a non-ASCII code point, for the characters that matter in a
- * terminal: C1 controls, spaces other than ' ', format characters (bidi overrides, zero-width
- * ones, BOM, tags) and private use. (Unassigned code points are shown as they are.) */
+/* Python's str.isprintable() for a non-ASCII code point (Unicode 14, Python 3.11): C1 controls,
+ * spaces other than ' ', format characters (bidi overrides, zero-width ones, BOM, tags ...) and
+ * private use are not printable. Unassigned code points, which Python escapes too, are shown as
+ * they are: a table of them would be most of this program. */
 static int py_printable(long cp)
 {
     static const long ranges[][2] = {
@@ -83,7 +84,9 @@ static int py_printable(long cp)
         { 0x2028, 0x202f }, { 0x205f, 0x2064 }, { 0x2066, 0x206f }, { 0x3000, 0x3000 },
         { 0xd800, 0xdfff },
         { 0xe000, 0xf8ff }, { 0xfeff, 0xfeff }, { 0xfff9, 0xfffb }, { 0xfffe, 0xffff },
-        { 0xe0001, 0xe0001 }, { 0xe0020, 0xe007f }, { 0xf0000, 0x10ffff },
+        { 0x890, 0x891 }, { 0x8e2, 0x8e2 }, { 0x110bd, 0x110bd }, { 0x110cd, 0x110cd }, { 0x13430, 0x13438 },
+        { 0x1bca0, 0x1bca3 }, { 0x1d173, 0x1d17a }, { 0xe0001, 0xe0001 }, { 0xe0020, 0xe007f },
+        { 0xf0000, 0x10ffff },
     };
     for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
         if (cp >= ranges[i][0] && cp <= ranges[i][1])
