@@ -5,7 +5,8 @@
 Run with the interpreter the programs should use (the venv's, or the system package's). It bakes
 that interpreter's path and the import path of this installation into the binary, so the launched
 program needs nothing from the environment. Each program is a copy of the binary named after it
-(the launcher picks the program by its own file name).
+(the launcher picks the program by its own file name). nvidia-cdi-hook is C (cdi_hook/), linked
+into the same binary with the C helper's sources (src/): it needs no interpreter at all.
 """
 from __future__ import annotations
 
