@@ -208,10 +208,10 @@ def config_from_document(table: dict, source: str) -> Config:
 
 
 def load_config(path: str | os.PathLike | None = None, environ: dict | None = None,
-                use_cache: bool = False, json_loads=None) -> Config:
+                use_cache: bool = False) -> Config:
     """The configuration from path (default: the path rules above); defaults when the file is missing.
-    use_cache: keep the parsed document between runs where cdi.config_cache allows (the prestart hook);
-    json_loads: how to read a kept document (default cdi.json_codec.loads; see config_cache.read_document)."""
+    use_cache: keep the parsed document between runs where cdi.config_cache allows (the shim and the
+    prestart hook)."""
     path = os.fsdecode(path) if path is not None else config_path(environ)
     try:
         with open(path, "rb") as f:
@@ -228,7 +228,7 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
         from cdi import config_cache
 
         cache_dir = config_cache.cache_dir_for(path, config_path({}), environ)
-        document = config_cache.read_document(cache_dir, path, st, json_loads) if cache_dir else None
+        document = config_cache.read_document(cache_dir, path, st) if cache_dir else None
         if document is not None:
             return config_from_document(document, path)
     try:

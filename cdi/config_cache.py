@@ -32,6 +32,8 @@ import os
 import stat
 import time
 
+from cdi import json_codec
+
 CACHE_DIR_ENV = "NVIDIA_CTK_CACHE_DIR"
 DEFAULT_CACHE_DIR = "/run/nvidia-container-toolkit"
 MAGIC = "gct-config-cache 1"
@@ -81,13 +83,10 @@ def _open_dir(directory: str) -> int | None:
     return None
 
 
-def read_document(directory: str, config_path: str, config_stat: os.stat_result,
-                  json_loads=None) -> dict | None:
+def read_document(directory: str, config_path: str, config_stat: os.stat_result) -> dict | None:
     """The kept document of the config file described by config_stat; None when there is no
-    trustworthy, matching one. json_loads: a reader giving what json.loads gives (default
-    cdi.json_codec.loads, which spares importing json and re at every container start)."""
-    if json_loads is None:
-        from cdi.json_codec import loads as json_loads
+    trustworthy, matching one. Read by cdi.json_codec: json.loads' values without importing json and
+    re at every container start."""
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return None
@@ -98,7 +97,7 @@ def read_document(directory: str, config_path: str, config_stat: os.stat_result,
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_size > MAX_CACHE_BYTES:
                 return None
-            kept = json_loads(f.read(MAX_CACHE_BYTES + 1))
+            kept = json_codec.loads(f.read(MAX_CACHE_BYTES + 1))
     except (OSError, ValueError, RecursionError):
         return None
     finally:

@@ -9,17 +9,20 @@ programs need of it:
         create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR [--ldconfig-path @PATH]
         (NVIDIA's one-subcommand-per-entry form and a leading `hook` too; --container-spec FILE,
         global --debug/--quiet; unknown subcommands and options are warnings)
-  - read_state, state_bundle, load_container_config, parse_json: the prestart hook's readers of the
-    state and the bundle's config.json (the same rules and limits as the C program: 1 MiB of state,
-    16 MiB of config.json, read without blocking, regular files only; a repeated key: the last wins);
+  - read_state, state_bundle, load_container_config: the prestart hook's readers of the state and
+    the bundle's config.json (the same rules and limits as the C program: 1 MiB of state, 16 MiB of
+    config.json, read without blocking, regular files only; a repeated key: the last wins), through
+    cdi.regular_file and cdi.json_codec (json.loads' values without importing json);
   - update_ldcache: the ld cache of a live container, through libcontainer_c (the ld.so.conf.d
     drop-in and the sandboxed ldconfig are the C helper's, shared with the C program).
-It imports only the stdlib and libcontainer_c.
+It imports only the stdlib, cdi.json_codec, cdi.regular_file and libcontainer_c.
 """
 from __future__ import annotations
 
 import os
-import stat  # already imported by os
+
+from cdi import json_codec
+from cdi.regular_file import read_regular_file
 
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
@@ -126,46 +129,6 @@ def _set_option(tasks: Tasks, subcommand: str, name: str, option, value: str) ->
         setattr(tasks, attr, value)
 
 
-# -- JSON without the json package ---------------------------------------------------------------
-
-class _ScannerSettings:
-    """What json.loads gives its C scanner (json.decoder.JSONDecoder's defaults)."""
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
-
-
-_JSON_WHITESPACE = " \t\n\r"   # json.decoder.WHITESPACE
-
-
-def parse_json(data: bytes) -> object:
-    """json.loads(data), without importing json on the usual path.
-
-    Why: json's Python layer imports re (and with it enum, functools, collections ...), about 6 ms
-    of CPU in a hook that otherwise needs ~13, at every GPU container start. The parsing itself is
-    done by the C scanner json.loads uses (`_json.make_scanner`) with json.loads' settings; this
-    function only adds what JSONDecoder.decode adds around it (whitespace before and after, nothing
-    else after the value). Anything it does not accept as a whole (not UTF-8, a BOM, any error, no
-    _json in this Python) goes to json.loads itself, which then decides and words the error: the
-    result is json.loads' in every case."""
-    try:
-        from _json import make_scanner
-
-        text = data.decode("utf-8")
-        start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
-        value, end = make_scanner(_ScannerSettings)(text, start)
-        if not text[end:].strip(_JSON_WHITESPACE):
-            return value
-    except Exception:   # noqa: BLE001  (StopIteration for "no value", ValueError, RecursionError ...)
-        pass
-    import json
-
-    return json.loads(data)
-
-
 # -- the container --------------------------------------------------------------------------------
 
 def read_state(stream) -> dict:
@@ -175,7 +138,7 @@ def read_state(stream) -> dict:
     if len(data) > MAX_STATE:
         raise HookError("container state is too large", "stdin")
     try:
-        state = parse_json(data)
+        state = json_codec.loads(data)
     except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
         raise HookError(f"invalid container state: {e}", "stdin") from None
     if not isinstance(state, dict):
@@ -197,19 +160,15 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     same rules."""
     config_path = container_spec or os.path.join(bundle, "config.json")
     try:
-        # O_NONBLOCK and a regular file only: a FIFO there must not hang the container's start. (The
-        # same rule as cdi.regular_file, written out here: this module imports no cdi module.)
-        fd = os.open(config_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise HookError("container config is not a regular file", config_path)
-            data = f.read(MAX_CONFIG + 1)
+        # a regular file only, read without blocking: a FIFO there must not hang the container's start
+        data, _ = read_regular_file(config_path, MAX_CONFIG, follow_symlinks=False)
     except OSError as e:
         raise HookError(f"cannot read the container's config: {e.strerror or e}", config_path) from None
-    if len(data) > MAX_CONFIG:
-        raise HookError("container config is too large", config_path)
+    except ValueError as e:
+        what = "is too large" if str(e).startswith("larger") else f"is {e}"
+        raise HookError(f"container config {what}", config_path) from None
     try:
-        config = parse_json(data)
+        config = json_codec.loads(data)
     except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
         raise HookError(f"invalid container config: {e}", config_path) from None
     root = config.get("root") if isinstance(config, dict) else None

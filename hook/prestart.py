@@ -100,12 +100,12 @@ def load_container(state: dict) -> tuple[dict, str, int]:
 def prestart(config_file: str | None) -> int:
     from cdi.config import load_config
     from cdi.request import resolve_device_request
-    from hook.cdi_hook import parse_json, read_state
+    from hook.cdi_hook import read_state
 
     state = read_state(sys.stdin.buffer)
     oci, rootfs, pid = load_container(state)
     # parsed once per config file (cdi.config_cache), the kept document read without importing json
-    config = load_config(config_file, use_cache=True, json_loads=parse_json)
+    config = load_config(config_file, use_cache=True)
     request = resolve_device_request(oci, config)
     if not request.is_gpu_container:
         return 0

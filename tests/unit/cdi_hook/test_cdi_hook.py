@@ -267,36 +267,17 @@ def test_a_bad_state_is_one_line(stdin):
     assert line.startswith("nvidia-cdi-hook: error: ") and line.endswith("(stdin)")
 
 
-def test_imports_only_the_stdlib_and_libcontainer_c():
+def test_imports_only_the_stdlib_libcontainer_c_and_two_cdi_readers():
     code = ("import sys, json; import hook.cdi_hook, libcontainer_c.rootfs, libcontainer_c.ldconfig; "
             "print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(Path(__file__).resolve().parents[3])).stdout
     modules = set(json.loads(out))
-    for forbidden in ("click", "yaml", "jsonschema", "pynvml", "cdi", "ctk", "dataclasses"):
+    for forbidden in ("click", "yaml", "jsonschema", "pynvml", "ctk", "dataclasses"):
         assert forbidden not in modules, forbidden
-    ours = {m.split(".")[0] for m in modules} & {"hook", "libcontainer_c", "cdi", "runtime_shim", "ctk", "simulator"}
-    assert ours == {"hook", "libcontainer_c"}
-
-
-@pytest.mark.parametrize("data", [
-    b'{"bundle": "/b", "pid": 1}', b' \t\n{"a": [1, 2.5e3, -0, true, false, null, "\\u00e9\\n"]}\r\n', b"[]",
-    "{\"caf\u00e9\": \"\u2603\"}".encode(), b'[NaN, Infinity, -Infinity]', b'{"a": 1, "a": 2}', b"\xef\xbb\xbf{}",
-    '{"a": 1}'.encode("utf-16"), b"", b" ", b"not json", b'{"a": 1} x', b'{"a": 1}{}', b'{"a": }', b'["\x01"]',
-    b"\xff{}", b"1" * 5000, b"[" * 100000, b'{"a": 1}\x00', b"\x00{}",
-])
-def test_parse_json_is_json_loads(data):
-    """The hook's JSON reader (the C scanner without the json package) gives what json.loads gives:
-    the same value, or the same error."""
-    from hook.cdi_hook import parse_json
-
-    def outcome(loads):
-        try:
-            return "value", repr(loads(data))
-        except (ValueError, RecursionError) as e:
-            return type(e).__name__, str(e)
-
-    assert outcome(parse_json) == outcome(json.loads)
+    ours = {m for m in modules if m.split(".")[0] in {"hook", "libcontainer_c", "cdi", "runtime_shim", "ctk", "simulator"}}
+    assert {m for m in ours if m.split(".")[0] not in ("hook", "libcontainer_c")} == \
+        {"cdi", "cdi.json_codec", "cdi.regular_file"}
 
 
 def test_reading_the_state_imports_neither_json_nor_re():

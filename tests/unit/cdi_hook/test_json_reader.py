@@ -280,8 +280,16 @@ def mutate(rng: random.Random, doc: bytes) -> bytes:
     return doc
 
 
+@pytest.fixture
+def restore_int_digits():
+    """sys.set_int_max_str_digits is process-wide: other tests count on Python's default limit."""
+    limit = sys.get_int_max_str_digits()
+    yield
+    sys.set_int_max_str_digits(limit)
+
+
 @pytest.mark.parametrize("kind", ["s", "c"])
-def test_fuzzed_documents_read_as_json_loads_reads_them(probe, kind):
+def test_fuzzed_documents_read_as_json_loads_reads_them(probe, kind, restore_int_digits):
     sys.set_int_max_str_digits(0)   # Python's own limit on int digits is not JSON's
     rng = random.Random(f"nvidia-cdi-hook {kind}")
     docs = []

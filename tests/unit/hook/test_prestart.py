@@ -148,7 +148,7 @@ def test_state_names_the_bundle_either_way(tmp_path, key):
 def test_the_gpu_path_imports_no_dataclasses_logging_nor_a_kept_configs_toml_parser(tmp_path):
     """Speed (issue 7): the modules a GPU request runs through import neither dataclasses (and inspect)
     nor logging; with the config's document kept (cdi.config_cache) no TOML parser and no json package
-    either (the state, config.json and the kept document are read by hook.cdi_hook.parse_json). The run
+    either (the state, config.json and the kept document are read by cdi.json_codec). The run
     stops at the missing driver root; the injection modules are imported as inject_request would."""
     bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
     config = tmp_path / "config.toml"
