@@ -45,6 +45,21 @@ def test_string_checks_are_the_patterns(check, pattern):
             assert accepts(value) == bool(compiled.fullmatch(value)), value
 
 
+@pytest.mark.parametrize("form, pattern", [
+    ("mig-index", r"^[0-9]{1,9}:[0-9]{1,9}$"),
+    ("gpu-uuid", r"(?ai)^GPU-[0-9A-Fa-f-]{1,64}$"),
+    ("mig-uuid", r"(?ai)^MIG-[0-9A-Fa-f-]{1,64}$"),
+])
+def test_mig_index_and_uuid_forms_are_their_patterns(form, pattern):
+    check, compiled = dict(ID_FORMS)[form], re.compile(pattern)
+    heads = ["", "0", "12", "1" * 9, "1" * 10, "GPU-", "gpu-", "GpU-", "MIG-", "mig-", "MIG", "GPU_", "GPU--",
+             "G\u0130U-", "MİG-", "0:", ":", "1:2:"]
+    tails = ["", "0", "9", "a", "F", "f0-", "g", "z", ":", ":1", "0:1", "-", "٣", "1" * 9, "1" * 10, "a" * 63,
+             "a" * 64, "a" * 65, "-" * 64, " "]
+    for value in (h + t for h in heads for t in tails):
+        assert bool(check.match(value)) == bool(compiled.match(value)), value
+
+
 def test_index_form_is_the_pattern():
     index = dict(ID_FORMS)["index"]
     compiled = re.compile(r"^[0-9]{1,9}$")
