@@ -8,13 +8,14 @@ GPU (a MIG device by its parent), so `arch>=8.0` with two GPUs needs both to be 
 from __future__ import annotations
 
 from cdi.errors import RequirementError
-from cdi.inventory import Gpu, Inventory
 from cdi.lazy_pattern import LazyPattern
 from cdi.record import Record
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (nor collections, for one name)
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from cdi.inventory import Gpu, Inventory
 
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 VERSION_KEYS = ("cuda", "driver", "arch")
