@@ -26,7 +26,8 @@ static int read_bounded(int fd, size_t max, char **data, size_t *len)
         if (n == cap) {
             if (cap == max + 1)
                 break;
-            cap = cap + READ_CHUNK > max + 1 ? max + 1 : cap * 2 + READ_CHUNK;
+            /* never past max + 1: the buffer must not grow beyond it and then shrink under n */
+            cap = cap * 2 + READ_CHUNK > max + 1 ? max + 1 : cap * 2 + READ_CHUNK;
             char *grown = realloc(buf, cap);
             if (grown == NULL)
                 goto fail;

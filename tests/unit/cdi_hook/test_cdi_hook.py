@@ -175,6 +175,18 @@ def test_huge_inputs_are_refused_at_their_limit(tmp_path):
     assert os.readlink(tmp_path / "rootfs/made-by-the-hook") == "target"
 
 
+@needs_hook
+def test_far_larger_inputs_are_refused_too(tmp_path):
+    """Well past the limits (the reader's buffer once grew beyond max + 1, then shrank below what it
+    had read: a read into memory past the buffer, EFAULT at best)."""
+    state = json.dumps({"bundle": str(tmp_path), "pad": "x" * (5 << 20)})
+    assert error_line(run_hook(LINK, state)) == "container state is too large (stdin)"
+    config = json.dumps({"root": {"path": "rootfs"}, "pad": "x" * (40 << 20)})
+    (tmp_path / "config.json").write_text(config)
+    assert error_line(run_hook(LINK, {"bundle": str(tmp_path)})) == \
+        f"container config is too large ({tmp_path}/config.json)"
+
+
 # -- real runs of the installed program -----------------------------------------------------------
 
 
