@@ -53,6 +53,10 @@ void hook_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* text quoted as Python's repr() quotes a str ('a b', "it's", '\n' escaped), for values in
  * messages; malloc'd (NULL: out of memory) */
 char *hook_repr(const char *text);
+/* text from outside made one plain line, in place: every character repr() would escape (C0 and C1
+ * controls, line and paragraph separators, bidi and other format characters) and every byte that
+ * is not UTF-8 becomes '?' */
+void hook_make_printable(char *text);
 /* "[Errno N] strerror: 'path'", the way Python prints an OSError; malloc'd */
 char *hook_oserror(int errnum, const char *path);
 

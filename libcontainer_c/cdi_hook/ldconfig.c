@@ -32,8 +32,8 @@ static int is_line_break(char c)
     return c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e);
 }
 
-/* The last non-blank line of ldconfig's output (in place), other control characters shown as '?':
- * the output may name files of the image, and the error stays one line. */
+/* The last non-blank line of ldconfig's output (in place), with what is not printable shown as '?'
+ * (hook_make_printable): the output may name files of the image, and the error stays one plain line. */
 static const char *last_line(char *out, size_t len)
 {
     char *line;
@@ -46,9 +46,7 @@ static const char *last_line(char *out, size_t len)
         line--;
     while (*line == ' ' || *line == '\t')
         line++;
-    for (char *c = line; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?';
+    hook_make_printable(line);
     return line;
 }
 

@@ -112,7 +112,7 @@ static void put(struct out *o, const char *text, size_t n)
 /* One character of a repr: escapes as Python's unicode_repr writes them. */
 static void put_char(struct out *o, long cp, const unsigned char *raw, size_t rawlen, char quote)
 {
-    char esc[16];
+    char esc[24];   /* room for any long in hex: -Wformat-truncation cannot see cp <= 0x10ffff */
 
     if (cp == quote || cp == '\\')
         snprintf(esc, sizeof(esc), "\\%c", (char)cp);
@@ -154,6 +154,25 @@ char *hook_repr(const char *text)
     }
     put(&o, &quote, 1);
     return o.buf;
+}
+
+void hook_make_printable(char *text)
+{
+    unsigned char *r = (unsigned char *)text;
+    char *w = text;
+
+    while (*r) {
+        size_t n = 1;
+        long cp = *r < 0x80 ? *r : utf8_decode(r, &n);   /* n stays 1 for a byte that is not UTF-8 */
+        if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && !py_printable(cp))) {
+            *w++ = '?';
+        } else {
+            memmove(w, r, n);
+            w += n;
+        }
+        r += n;
+    }
+    *w = '\0';
 }
 
 char *hook_oserror(int errnum, const char *path)

@@ -271,6 +271,23 @@ def test_a_failing_ldconfig_is_one_line(bundle):
 
 
 @needs_root
+def test_the_output_of_a_failing_ldconfig_is_shown_printable(bundle, tmp_path):
+    """ldconfig's last line may name files of the image: C1 controls (U+009B is CSI), bidi overrides,
+    line separators and bytes that are not UTF-8 are '?', as ASCII controls are."""
+    source = tmp_path / "fake_ldconfig.c"
+    source.write_text('#include <stdio.h>\nint main(void) { fputs("ldconfig: first\\n'
+                      r'ldconfig: /usr/lib/x\xc2\x9b" "31m\xe2\x80\xae" "evil\x9b" "2J\xe2\x80\xa8" "t\x1b[0m\xc3\xa9\n"'
+                      ', stdout); return 1; }\n')
+    fake = tmp_path / "fake_ldconfig"
+    subprocess.run(["gcc", "-static", "-o", fake, source], check=True)
+    result = subprocess.run([str(HOOK), "update-ldcache", "--ldconfig-path", f"@{fake}"],
+                            input=json.dumps({"bundle": str(bundle)}).encode(), capture_output=True,
+                            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.endswith(f": ldconfig: /usr/lib/x?31m?evil?2J?t?[0m\u00e9) ({bundle}/rootfs)\n".encode())
+
+
+@needs_root
 @pytest.mark.parametrize("stdin", ["", "not json", "[1]"])
 def test_a_bad_state_is_one_line(stdin):
     result = subprocess.run([str(HOOK), "update-ldcache"], input=stdin, capture_output=True, text=True, timeout=30)
