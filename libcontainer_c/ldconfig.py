@@ -60,8 +60,10 @@ class LdconfigError(ContainerFsError):
     def __str__(self) -> str:
         text = super().__str__()
         if self.result is not None:
+            # the last line may name files of the image: what repr would escape is shown as '?'
             detail = self.result.output.strip().splitlines()
-            text += f" (exit status {self.result.returncode}{': ' + detail[-1] if detail else ''})"
+            last = "".join(c if c.isprintable() else "?" for c in detail[-1]) if detail else ""
+            text += f" (exit status {self.result.returncode}{': ' + last if last else ''})"
         return text
 
 

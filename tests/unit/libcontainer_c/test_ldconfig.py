@@ -188,6 +188,20 @@ def test_failures_are_clear(rootfs, tmp_path):
     assert "timed out" in info.value.operation
 
 
+def test_the_output_in_a_failure_message_is_printable(rootfs, tmp_path):
+    """ldconfig's last line may name files of the image: the message shows '?' for what repr would
+    escape (ESC, C1 controls such as U+009B, bidi overrides), as nvidia-cdi-hook does."""
+    source = tmp_path / "fake_ldconfig.c"
+    source.write_text('#include <stdio.h>\nint main(void) { fputs("first\\n'
+                      r'/usr/lib/x\x1b[2J\xc2\x9b" "31m\xe2\x80\xae" "evil\xc3\xa9\n"'
+                      ', stdout); return 1; }\n')
+    fake = tmp_path / "fake_ldconfig"
+    subprocess.run(["gcc", "-static", "-o", fake, source], check=True)
+    with pytest.raises(LdconfigError) as info:
+        run_ldconfig(rootfs, ldconfig=str(fake))
+    assert str(info.value).endswith(" (exit status 1: /usr/lib/x?[2J?31m?evil\u00e9)")
+
+
 def test_host_ldconfig_path_refuses_container_paths():
     assert host_ldconfig_path("@/sbin/ldconfig") == "/sbin/ldconfig"
     with pytest.raises(ValueError, match="container path"):
