@@ -119,7 +119,24 @@ def test_ctr_run_with_the_shim_as_runc_binary(setup, workdir, ctr_namespace, pri
 
 # -- podman 4.3: --runtime ---------------------------------------------------------------------------
 
-def test_podman_with_the_shim_as_runtime(setup, workdir, private_podman):
+@pytest.fixture
+def default_runtime_cache():
+    """podman calls the runtime's `start` with an environment of XDG_RUNTIME_DIR alone, so the shim
+    there reads the default config and leaves its runtime cache in the default dir, as it would on a
+    real host. The test removes that file again if it was not there before."""
+    from runtime_shim import runtime_cache
+
+    path = runtime_cache.cache_file({})
+    directory = os.path.dirname(path)
+    had_file, had_directory = os.path.exists(path), os.path.isdir(directory)
+    yield path
+    if not had_file:
+        subprocess.run(["rm", "-f", path])
+    if not had_directory:
+        subprocess.run(["rmdir", "--ignore-fail-on-non-empty", directory], capture_output=True)
+
+
+def test_podman_with_the_shim_as_runtime(setup, workdir, private_podman, default_runtime_cache):
     podman = private_podman(workdir / "hooks.d")
     (workdir / "hooks.d").mkdir()
     env = {**podman.env, **setup["env"]}
