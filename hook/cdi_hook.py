@@ -126,6 +126,9 @@ def _set_option(tasks: Tasks, subcommand: str, name: str, option, value: str) ->
             raise HookError(f"ldconfig {value!r} must be an absolute host path", f"{subcommand} {name}")
         tasks.ldconfig = path  # always the host's binary: the runner never runs one from the image
     else:
+        # container_spec: under runc the hook's cwd is the rootfs, so a relative path is the image's choice
+        if not value.startswith("/"):
+            raise HookError(f"container spec {value!r} is not an absolute path", f"{subcommand} {name}")
         setattr(tasks, attr, value)
 
 

@@ -148,6 +148,9 @@ static int set_option(struct hook_tasks *tasks, const struct option *option, con
     case F_LDCONFIG:
         return set_ldconfig(tasks, value, where, err);
     default:
+        /* under runc the hook's cwd is the rootfs: a relative path would be the image's choice */
+        if (value[0] != '/')
+            return fail_quoting(err, where, "container spec %s is not an absolute path", value);
         tasks->container_spec = value;
         return 0;
     }
