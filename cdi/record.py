@@ -165,10 +165,10 @@ def replace(record: Record, **changes: object) -> Record:
 
 
 def deep_copy(value: object) -> object:
-    """copy.deepcopy for records and the lists, tuples and dicts they hold (anything else is shared,
-    as deepcopy shares str, int and other immutable values), without importing copy (and weakref,
-    types, copyreg) on a GPU container's start path. Records are rebuilt through their constructor,
-    as replace() does."""
+    """copy.deepcopy for records, JSON documents and the lists, tuples and dicts they hold (anything
+    else is shared, as deepcopy shares str, int and other immutable values), without importing copy
+    (and weakref, types, copyreg) on a GPU container's start path. Records are rebuilt through their
+    constructor, as replace() does."""
     if isinstance(value, Record):
         return type(value)(**{f.name: deep_copy(value.__dict__[f.name]) for f in value.__record_fields__})
     if isinstance(value, list):

@@ -1,5 +1,6 @@
 """Reading a file that an engine or an admin wrote (a bundle's config.json, a CDI spec): bounded, and
-without blocking. The runtime shim and the prestart hook read config.json through it. Stdlib only; cheap to import on the container start path."""
+without blocking. The runtime shim and the prestart hook read config.json through it. Stdlib only;
+cheap to import on the container start path."""
 from __future__ import annotations
 
 import os
