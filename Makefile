@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_STAMP := $(VENV)/.apt-installed
 
-# build: libcap-dev (python-prctl), libc6-dev (static launcher). Tests and demo: the real runtimes and
+# build: gcc, python3-dev (the cffi module), libc6-dev (its headers and the static launcher's libc.a). Tests and demo: the real runtimes and
 # engines, busybox-static for test images, the tools the packaging and e2e tests call.
-APT_PACKAGES := gcc make libc6-dev libcap-dev python3-venv python3-dev \
+APT_PACKAGES := gcc make libc6-dev python3-venv python3-dev \
 	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
 	rpm mmdebstrap systemd lintian
 

@@ -15,7 +15,15 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import prctl
+
+
+def set_child_subreaper() -> None:
+    """prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned container processes are reparented to us."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER (linux/prctl.h)
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 @dataclass
@@ -65,7 +73,7 @@ def time_lifecycles(label: str, runtime: list[str], bundle: Path, runs: int, env
                     restore_config: bytes | None = None) -> Timings:
     """Median over `runs` lifecycles after one warm-up; restores config.json before each run when given
     (a shim rewrites it on create)."""
-    prctl.set_child_subreaper(1)
+    set_child_subreaper()
     timings = Timings(label)
     with tempfile.TemporaryDirectory(prefix="bench-state-") as state_root:
         for i in range(runs + 1):

@@ -71,18 +71,9 @@ def parse_argv(argv: list[str]) -> tuple[str, str | None]:
 def drop_privileges() -> None:
     """Keep only KEPT_CAPABILITIES and set no_new_privs (a helper program we exec can never gain
     privileges from a setuid bit or file capabilities). Best effort without CAP_SETPCAP (tests)."""
-    import prctl
+    from libcontainer_c.privileges import keep_only_capabilities
 
-    keep = [getattr(prctl, "CAP_" + name.upper()) for name in KEPT_CAPABILITIES
-            if hasattr(prctl, "CAP_" + name.upper())]
-    try:
-        prctl.capbset.limit(*keep)
-    except OSError:
-        pass  # no CAP_SETPCAP: the bounding set stays; permitted/effective are still reduced
-    prctl.cap_inheritable.limit()
-    prctl.cap_effective.limit(*keep)
-    prctl.cap_permitted.limit(*keep)
-    prctl.set_no_new_privs(1)
+    keep_only_capabilities(KEPT_CAPABILITIES)
 
 
 def load_container(state: dict) -> tuple[dict, str, int]:

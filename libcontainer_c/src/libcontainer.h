@@ -104,6 +104,9 @@ struct gct_limits {
 int gct_set_limits(const struct gct_limits *limits);
 /* securebits (no root privileges on exec, locked), no_new_privs, empty ambient/bounding/capability sets */
 int gct_drop_privileges(void);
+/* Only the capabilities in keep (bit n = capability n) stay in the bounding, effective and permitted
+ * sets (the bounding set only with CAP_SETPCAP); inheritable and ambient emptied; no_new_privs. */
+int gct_keep_capabilities(unsigned long long keep);
 
 /* sandbox_exec.c: run a host binary from its fd inside a rootfs, unprivileged */
 struct gct_sandbox {

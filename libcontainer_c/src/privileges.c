@@ -1,8 +1,10 @@
-/* Giving up privileges before a sandboxed exec: resource limits, no_new_privs, securebits that stop
- * uid 0 from regaining capabilities on execve, an empty bounding set and empty capability sets. */
+/* Giving up privileges: before a sandboxed exec resource limits, no_new_privs, securebits that stop
+ * uid 0 from regaining capabilities on execve, an empty bounding set and empty capability sets; for
+ * the prestart hook and nvidia-container-cli, all capabilities but the few injection needs. */
 #include <errno.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -73,4 +75,36 @@ int gct_drop_privileges(void)
     if (drop_bounding_set() < 0)
         return -1;
     return clear_capability_sets();
+}
+
+/* Bounding set first (dropping needs CAP_SETPCAP, which keep may not hold), then the sets. Without
+ * CAP_SETPCAP (a test run by an unprivileged user) the bounding set stays as it is. */
+int gct_keep_capabilities(unsigned long long keep)
+{
+    struct __user_cap_header_struct header;
+    struct __user_cap_data_struct data[2];
+    int cap;
+
+    for (cap = 0; cap <= 63; cap++) {
+        if (keep & (1ULL << cap))
+            continue;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL || errno == EPERM)   /* past the last capability; no CAP_SETPCAP */
+                break;
+            return -1;
+        }
+    }
+    memset(&header, 0, sizeof(header));
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    if (syscall(SYS_capget, &header, data) < 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        uint32_t kept = (uint32_t)(keep >> (32 * i));
+        data[i].effective &= kept;
+        data[i].permitted &= kept;
+        data[i].inheritable = 0;   /* and with it the ambient set */
+    }
+    if (syscall(SYS_capset, &header, data) < 0)
+        return -1;
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
