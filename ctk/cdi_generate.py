@@ -11,6 +11,19 @@ from ctk.errors import CliError
 FORMATS = ("yaml", "json")
 
 
+def make_parent_dirs(path: str) -> None:
+    """The missing folders above path, each mode 0755 whatever the umask: /etc/cdi does not exist on a
+    fresh host, and engines that read specs unprivileged (rootless podman) must be able to list it."""
+    missing = []
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for folder in reversed(missing):
+        os.mkdir(folder, 0o755)
+        os.chmod(folder, 0o755)
+
+
 def _format_for(output: str | None, fmt: str | None) -> str:
     """--format, else the output's extension, else YAML (as NVIDIA's tool). A format that contradicts
     the extension is refused: CDI consumers parse by extension."""
@@ -28,7 +41,8 @@ def _format_for(output: str | None, fmt: str | None) -> str:
 @click.command()
 @click.option("--driver-root", help="Driver root (default: $NVIDIA_CTK_DRIVER_ROOT, else config.toml "
                                     "[nvidia-container-cli] root, else /).")
-@click.option("--output", "-o", help="File to write (atomically, mode 0644); '-' or none: stdout.")
+@click.option("--output", "-o", help="File to write (atomically, mode 0644; missing folders are made, mode 0755); '-' or none: "
+                   "stdout.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: by the "
               "output's extension, else yaml).")
 @click.option("--device-name-strategy", "strategies", multiple=True,
@@ -70,6 +84,7 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
                              hook_path=hook_path or default_hook_path(), ldconfig=ldconfig,
                              ld_cache=cli.ldcache)
         if output and output != "-":
+            make_parent_dirs(output)
             write_spec(spec, output, yaml_format=yaml_format)
         else:
             sys.stdout.write(render_spec(spec, "stdout", yaml_format))

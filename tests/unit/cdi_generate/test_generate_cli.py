@@ -100,6 +100,19 @@ def test_output_file_is_written_atomically_with_mode_0644(sim_host, tmp_path):
     assert json.loads(dash.stdout)["devices"]
 
 
+def test_missing_folders_of_the_output_are_made_mode_0755(sim_host, tmp_path):
+    """A fresh host has no /etc/cdi (issue 14, item 14): the folders are made, 0755 whatever the umask."""
+    out = tmp_path / "etc" / "cdi" / "nvidia.yaml"
+    old_umask = os.umask(0o077)
+    try:
+        result = generate("--driver-root", str(sim_host), f"--output={out}")
+    finally:
+        os.umask(old_umask)
+    assert result.stderr == ""
+    assert yaml.safe_load(out.read_text())["kind"] == "nvidia.com/gpu"
+    assert [(p.stat().st_mode & 0o777) for p in (out.parent.parent, out.parent, out)] == [0o755, 0o755, 0o644]
+
+
 def test_vendor_class_and_hook_path(sim_host):
     document = spec_of(sim_host, "--vendor", "example.com", "--class", "accel",
                        "--nvidia-cdi-hook-path", "/opt/gct/bin/nvidia-cdi-hook")
@@ -127,7 +140,7 @@ def test_driver_root_from_the_environment(sim_host, tmp_path):
     (["--device-id", "../x"], "malformed device id '../x' (--device-id)"),
     (["--vendor", "1bad"], "invalid vendor '1bad'"),
     (["--format", "json", "--output", "x.yaml"], "--format json does not match the file's extension (x.yaml)"),
-    (["--output", "/nonexistent-dir/x.json"], "cannot write the spec: No such file or directory"),
+    (["--output", "/dev/null/cdi/x.json"], "cannot write the spec: Not a directory (/dev/null/cdi/x.json)"),
     (["--nvidia-cdi-hook-path", "relative/hook"], "the hook path must be absolute"),
 ])
 def test_bad_input_is_one_line(sim_host, args, message):
