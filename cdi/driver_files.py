@@ -64,8 +64,19 @@ FIRMWARE_PATTERN = f"{FIRMWARE_PREFIX}*{FIRMWARE_SUFFIX}"
 LD_CACHE = "/etc/ld.so.cache"
 # The PATH the real tools fall back to; binaries are searched in it, inside the root.
 DEFAULT_SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Development links a library's users dlopen by (soname -> link name in the same directory).
-DEVELOPMENT_LINKS = {"libcuda.so.1": "libcuda.so"}
+# Links beside a library that its users look it up by, as NVIDIA's tool makes them:
+# soname -> ((link path relative to the library's folder, target), ...); a target of None is the
+# library's own file name. libcuda.so, libnvidia-ml.so and libnvidia-opticalflow.so are dlopen()ed by
+# name (no -dev package in the image); GLVND loads libGLX_indirect.so.0 for indirect GLX; Mesa's GBM
+# loads its NVIDIA backend as gbm/nvidia-drm_gbm.so (graphics only, see GRAPHICS_ONLY_LINKS).
+EXTRA_LINKS = {
+    "libcuda.so.1": (("libcuda.so", "libcuda.so.1"),),
+    "libnvidia-ml.so.1": (("libnvidia-ml.so", "libnvidia-ml.so.1"),),
+    "libnvidia-opticalflow.so.1": (("libnvidia-opticalflow.so", "libnvidia-opticalflow.so.1"),),
+    "libGLX_nvidia.so.0": (("libGLX_indirect.so.0", None),),
+    "libnvidia-allocator.so.1": (("gbm/nvidia-drm_gbm.so", "../libnvidia-allocator.so.1"),),
+}
+GRAPHICS_ONLY_LINKS = frozenset({"gbm/nvidia-drm_gbm.so"})
 
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
 # Libraries a capability needs beyond its own (REFERENCE §2).
@@ -108,7 +119,7 @@ class DriverFilesError(CdiError):
 
 class Symlink(Record, frozen=True):
     path: str      # absolute path of the link in the container
-    target: str    # what it points to: a file name in the same directory
+    target: str    # what it points to, relative to the link's folder (a file name, or ../name)
 
 
 class DriverFile(Record, frozen=True):
@@ -201,6 +212,7 @@ class _Search:
         self.version = version
         self.native, self.compat32 = abis
         self.ld_cache = ld_cache
+        self.graphics = False   # whether graphics links (GRAPHICS_ONLY_LINKS) are made
 
     # -- libraries ---------------------------------------------------------------------------
 
@@ -213,6 +225,7 @@ class _Search:
             abis.append((LIBRARY32, self.compat32))
         if not wanted:
             return []
+        self.graphics = bool(caps & {"graphics", "display"})
         found: dict[tuple[str, str], DriverFile] = {}
         for kind, abi, cap, path, key in self._library_candidates(wanted, abis):
             library = self._library(kind, abi, cap, path, key)
@@ -298,7 +311,7 @@ class _Search:
             log.warning("ignoring soname %r of %s: not a plain file name", soname, host_path)
             soname = None
         return DriverFile(kind, cap, host_path, resolved, soname,
-                          _library_symlinks(resolved, soname))
+                          _library_symlinks(resolved, soname, graphics=self.graphics))
 
     # -- everything else ---------------------------------------------------------------------
 
@@ -395,13 +408,15 @@ def _is_plain_name(name: str) -> bool:
     return name not in ("", ".", "..") and "/" not in name and "\0" not in name
 
 
-def _library_symlinks(container_path: str, soname: str | None) -> tuple[Symlink, ...]:
+def _library_symlinks(container_path: str, soname: str | None, *, graphics: bool = False) -> tuple[Symlink, ...]:
+    """SONAME -> file, then the EXTRA_LINKS of that soname (graphics ones only with `graphics`)."""
     directory, name = posixpath.split(container_path)
     if soname is None:
         return ()
     links = []
     if soname != name:
         links.append(Symlink(posixpath.join(directory, soname), name))
-    if soname in DEVELOPMENT_LINKS:
-        links.append(Symlink(posixpath.join(directory, DEVELOPMENT_LINKS[soname]), soname))
+    for link, target in EXTRA_LINKS.get(soname, ()):
+        if graphics or link not in GRAPHICS_ONLY_LINKS:
+            links.append(Symlink(posixpath.join(directory, link), target or name))
     return tuple(links)

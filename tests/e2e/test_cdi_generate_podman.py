@@ -33,7 +33,8 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 VERSION = "550.54.15"
 # What the container reports about itself; one command per run keeps the podman runs few.
 PROBE = ("ls /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-caps/* 2>/dev/null | sed 's/^/node /'; "
-         f"for l in {LIBDIR}/libcuda.so.1 {LIBDIR}/libcuda.so {LIBDIR}/libnvidia-ml.so.1; do "
+         f"for l in {LIBDIR}/libcuda.so.1 {LIBDIR}/libcuda.so {LIBDIR}/libnvidia-ml.so.1 {LIBDIR}/libnvidia-ml.so "
+         f"{LIBDIR}/libnvidia-opticalflow.so {LIBDIR}/libGLX_indirect.so.0 {LIBDIR}/gbm/nvidia-drm_gbm.so; do "
          "echo \"link $l -> $(readlink $l)\"; done; "
          "ldconfig -p | grep -q 'libcuda.so.1 .*=> " + LIBDIR + "/libcuda.so.1' && echo ldcache-ok; "
          "echo \"env NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES\"; "
@@ -102,6 +103,11 @@ def test_gpu_0_gets_its_node_the_libraries_and_nvidia_smi_sees_only_it(setup, ru
     assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
     assert f"link {LIBDIR}/libcuda.so -> libcuda.so.1" in lines
     assert f"link {LIBDIR}/libnvidia-ml.so.1 -> libnvidia-ml.so.{VERSION}" in lines
+    # the links NVIDIA's spec makes too: dlopen() names, GLVND's indirect GLX, Mesa's GBM backend
+    assert {f"link {LIBDIR}/libnvidia-ml.so -> libnvidia-ml.so.1",
+            f"link {LIBDIR}/libnvidia-opticalflow.so -> libnvidia-opticalflow.so.1",
+            f"link {LIBDIR}/libGLX_indirect.so.0 -> libGLX_nvidia.so.{VERSION}",
+            f"link {LIBDIR}/gbm/nvidia-drm_gbm.so -> ../libnvidia-allocator.so.1"} <= set(lines), lines
     assert "ldcache-ok" in lines
     assert "env NVIDIA_VISIBLE_DEVICES=void" in lines
     gpu0 = inventory["gpus"][0]

@@ -21,6 +21,8 @@ LIBRARIES_64 = [
     (f"libnvidia-pkcs11-openssl3.so.{V}", f"libnvidia-pkcs11-openssl3.so.{V}", "compute"),
     (f"libnvcuvid.so.{V}", "libnvcuvid.so.1", "video"),
     (f"libnvidia-encode.so.{V}", "libnvidia-encode.so.1", "video"),
+    (f"libnvidia-opticalflow.so.{V}", "libnvidia-opticalflow.so.1", "video"),
+    (f"libnvidia-allocator.so.{V}", "libnvidia-allocator.so.1", "compute"),
     (f"libGLX_nvidia.so.{V}", "libGLX_nvidia.so.0", "graphics"),
     (f"libnvidia-glcore.so.{V}", f"libnvidia-glcore.so.{V}", "graphics"),
     (f"libnvidia-ngx.so.{V}", "libnvidia-ngx.so.1", "ngx"),

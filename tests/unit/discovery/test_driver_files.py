@@ -91,10 +91,29 @@ def test_paths_sonames_and_symlinks(root):
     assert glcore.soname == f"libnvidia-glcore.so.{V}" and glcore.symlinks == ()
     glx32 = by_path[f"{LIB32}/libGLX_nvidia.so.{V}"]
     assert glx32.kind == LIBRARY32
-    assert glx32.symlinks == (Symlink(f"{LIB32}/libGLX_nvidia.so.0", f"libGLX_nvidia.so.{V}"),)
+    assert glx32.symlinks == (Symlink(f"{LIB32}/libGLX_nvidia.so.0", f"libGLX_nvidia.so.{V}"),
+                              Symlink(f"{LIB32}/libGLX_indirect.so.0", f"libGLX_nvidia.so.{V}"))
     assert Symlink(f"{LIB}/libcuda.so", "libcuda.so.1") in files.symlinks
     for f in files.files:
         assert f.host_path == root + os.path.realpath(f.host_path)[len(os.path.realpath(root)):]
+
+
+def test_the_links_nvidia_makes_beside_the_libraries(root):
+    """libnvidia-ml.so, libnvidia-opticalflow.so (dlopen()ed by name), libGLX_indirect.so.0 (GLVND's
+    indirect GLX) and, with graphics, gbm/nvidia-drm_gbm.so (Mesa's GBM backend), as NVIDIA's tool."""
+    links = set(locate(root, ["utility", "video", "graphics"]).symlinks)
+    assert {Symlink(f"{LIB}/libnvidia-ml.so", "libnvidia-ml.so.1"),
+            Symlink(f"{LIB}/libnvidia-opticalflow.so", "libnvidia-opticalflow.so.1"),
+            Symlink(f"{LIB}/libGLX_indirect.so.0", f"libGLX_nvidia.so.{V}"),
+            Symlink(f"{LIB}/gbm/nvidia-drm_gbm.so", "../libnvidia-allocator.so.1"),
+            Symlink(f"{LIB}/libcuda.so", "libcuda.so.1")} <= links
+    # the 32-bit GLX library gets its own indirect link
+    assert Symlink(f"{LIB32}/libGLX_indirect.so.0", f"libGLX_nvidia.so.{V}") in \
+        set(locate(root, ["graphics", "compat32"]).symlinks)
+    # a compute-only container gets the allocator, but no GBM backend link
+    compute = set(locate(root, ["compute"]).symlinks)
+    assert Symlink(f"{LIB}/libnvidia-allocator.so.1", f"libnvidia-allocator.so.{V}") in compute
+    assert not any(link.path.endswith("nvidia-drm_gbm.so") for link in compute)
 
 
 def test_ipc_socket_host_path_is_inside_the_root(root):
