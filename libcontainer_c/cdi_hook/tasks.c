@@ -11,16 +11,17 @@
 #include "cdi_hook.h"
 #include "libcontainer.h"
 
-/* A regular file the image already has where a link goes is kept, with a warning: never replaced. */
+/* Whatever the image already has where a link goes, a file or a directory (EEXIST, EISDIR), is kept
+ * with a warning and never replaced: the prestart hook's live injection does the same. */
 static int create_links(int rootfd, const char *rootfs, const struct hook_tasks *tasks, struct hook_error *err)
 {
     for (size_t i = 0; i < tasks->nlinks; i++) {
         const struct hook_link *l = &tasks->links[i];
         if (gct_symlink(rootfd, l->target, l->link) == 0)
             continue;
-        if (errno != EEXIST)
+        if (errno != EEXIST && errno != EISDIR)
             return hook_fail(err, rootfs, "cannot create link %s -> %s: %s", l->link, l->target, strerror(errno));
-        hook_warn("not linking %s -> %s: the image has a file there", l->link, l->target);
+        hook_warn("not linking %s -> %s: the image has its own file there", l->link, l->target);
     }
     return 0;
 }

@@ -252,14 +252,24 @@ def test_without_the_folder_the_library_stays_out_of_the_cache(bundle):
 
 
 @needs_root
-def test_a_file_the_image_has_at_a_link_is_kept_with_a_warning(bundle):
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_what_the_image_has_at_a_link_is_kept_with_a_warning(bundle, kind):
+    """A file or a directory: kept, one warning, the start goes on (as the prestart hook does: one
+    behaviour for both; a directory used to fail the start with EISDIR)."""
     target = bundle / "rootfs/opt/vendor/lib/libgctcdi.so"
-    target.write_text("image's own file")
-    result = run_hook(["create-symlinks", "--link", "libgctcdi.so.1::/opt/vendor/lib/libgctcdi.so"],
+    if kind == "file":
+        target.write_text("image's own file")
+    else:
+        target.mkdir()
+        (target / "inside").write_text("image's own file")
+    result = run_hook(["create-symlinks", "--link", "libgctcdi.so.1::/opt/vendor/lib/libgctcdi.so",
+                       "--link", "libgctcdi.so.550.54.15::/opt/vendor/lib/libgctcdi.so.1"],
                       {"bundle": str(bundle)})
-    assert result.returncode == 0
-    assert "warning: not linking /opt/vendor/lib/libgctcdi.so -> libgctcdi.so.1" in result.stderr
-    assert target.read_text() == "image's own file"
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ("nvidia-cdi-hook: warning: not linking /opt/vendor/lib/libgctcdi.so -> libgctcdi.so.1: "
+                             "the image has its own file there\n")
+    assert (target / "inside" if kind == "directory" else target).read_text() == "image's own file"
+    assert os.readlink(bundle / "rootfs/opt/vendor/lib/libgctcdi.so.1") == "libgctcdi.so.550.54.15"
 
 
 @needs_root

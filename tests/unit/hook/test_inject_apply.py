@@ -117,9 +117,13 @@ def test_a_device_node_that_is_not_the_expected_one_stops_everything(sim_host, r
     assert "/dev/null" in message and mounts == {}
 
 
-def test_the_images_own_file_at_a_link_is_kept(sim_host, rootfs):
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_the_images_own_file_at_a_link_is_kept(sim_host, rootfs, kind):
     host, inventory = sim_host
     own = rootfs / LIBDIR.lstrip("/") / "libcuda.so"
+    if kind == "directory":
+        own.mkdir()
+        own = own / "inside"
     own.write_text("the image's own")
     plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute"})
     warnings = []
