@@ -47,14 +47,16 @@
 #include "runc_argv.c" /* which subcommand runc runs, and a create's bundle */
 
 /* Whether config.json in bundle (NULL: the cwd) certainly asks for no GPU: none of the markers
- * (the cache's request-marker lines) in it, no backslash, readable whole. */
+ * (the cache's request-marker lines) in it, no backslash, a regular file (not a symlink) readable
+ * whole. */
 static int bundle_asks_for_nothing(const char *bundle, const char *cache_text)
 {
     char path[PATH_MAX];
     int n = snprintf(path, sizeof(path), "%s/config.json", bundle && bundle[0] ? bundle : ".");
     if (n < 0 || (size_t)n >= sizeof(path))
         return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* O_NOFOLLOW: a config.json that is a symlink goes to Python, which refuses it */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0)
         return 0;
     struct stat st;

@@ -5,9 +5,14 @@ given the original's mode and owner, fsynced, renamed over config.json, and the 
 A reader (runc, a crash, a concurrent `runc state`) sees the old file or the new one, never a part.
 Every field is kept, the ones the shim knows nothing about included: the document is parsed into plain
 dicts and lists, changed where the edits say, and written back whole.
+
+config.json must be a regular file in the bundle itself: a symlink there is refused (opened with
+O_NOFOLLOW, as the prestart hook reads it), since writing the edits through it would change a file
+outside the bundle. The rename replaces the directory entry, never what a link there points to.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -29,8 +34,11 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
     try:
         # a FIFO there must not hang the shim (the launcher's scan skips a non-regular file too and
         # leaves it to us)
-        data, _ = read_regular_file(path, MAX_SPEC_BYTES)
+        data, _ = read_regular_file(path, MAX_SPEC_BYTES, follow_symlinks=False)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ShimError("the OCI spec is a symbolic link (refused: the edits would be written outside "
+                            "the bundle)", path) from None
         raise ShimError(f"cannot read the OCI spec: {exc.strerror}", path) from None
     except ValueError as exc:
         raise ShimError(f"the OCI spec is {exc}", path) from None
@@ -44,14 +52,17 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
 
 
 def write_spec(bundle: str, document: dict) -> None:
-    """Replace config.json with document, atomically, keeping its mode and owner."""
-    path = os.path.realpath(spec_path(bundle))
+    """Replace config.json with document, atomically, keeping its mode and owner. The bundle's own entry
+    is replaced: a symlink at config.json is never followed (read_spec refuses one already)."""
+    path = spec_path(bundle)
     directory = os.path.dirname(path)
     data = json_codec.dumps_compact(document).encode("utf-8")
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError as exc:
         raise ShimError(f"cannot stat the OCI spec: {exc.strerror}", path) from None
+    if not stat.S_ISREG(st.st_mode):  # replaced since read_spec opened it
+        raise ShimError("the OCI spec is no longer a regular file", path)
     tmp = None
     try:
         name = _temp_name(directory)

@@ -190,3 +190,24 @@ def test_legacy_hook_gets_the_driver_root_the_shim_was_given():
     env = new["hooks"]["prestart"][0]["env"]
     assert env[0].startswith("PATH=")
     assert env[1:] == ["NVIDIA_CTK_DRIVER_ROOT=/run/nvidia/driver"]
+
+
+def test_write_spec_replaces_a_symlink_never_its_target(tmp_path):
+    """Should config.json become a symlink after it was read, the rename replaces the bundle's entry:
+    nothing is written through the link (issue 16.6)."""
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"a": 1}')
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "config.json").symlink_to(outside)
+    with pytest.raises(ShimError, match="no longer a regular file"):
+        write_spec(str(bundle), {"a": 2})
+    assert outside.read_text() == '{"a": 1}'
+    assert os.listdir(bundle) == ["config.json"]
+
+
+def test_read_spec_refuses_a_symlink(tmp_path):
+    (tmp_path / "real.json").write_text("{}")
+    os.symlink("real.json", tmp_path / "config.json")
+    with pytest.raises(ShimError, match="the OCI spec is a symbolic link"):
+        read_spec(str(tmp_path))

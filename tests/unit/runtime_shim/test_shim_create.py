@@ -214,3 +214,24 @@ def test_a_broken_spec_file_is_a_warning_in_runcs_log(shim, tmp_path):
     assert entry["msg"].startswith("nvidia-container-runtime: CDI spec skipped: ")
     assert str(shim.spec_dir / "broken.json") in entry["msg"]
     assert "CDI spec skipped" in shim.debug_log.read_text()
+
+
+@pytest.mark.parametrize("request_env", ["NVIDIA_VISIBLE_DEVICES=0", "FOO=bar"])
+def test_config_json_that_is_a_symlink_is_refused_and_its_target_untouched(shim, tmp_path, request_env):
+    """A config.json symlink would have the edits written through it into a file outside the bundle
+    (issue 16.6); with or without a GPU request (the launcher's fast path opens it with O_NOFOLLOW
+    too), the shim refuses it in one line and runs nothing."""
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(minimal_spec([request_env])))
+    before = outside.read_bytes()
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "config.json").symlink_to(outside)
+    result = create(shim, bundle)
+    assert result.returncode == 1
+    assert result.stderr == (f"nvidia-container-runtime: error: the OCI spec is a symbolic link (refused: the "
+                             f"edits would be written outside the bundle) ({bundle / 'config.json'})\n")
+    assert outside.read_bytes() == before
+    assert (bundle / "config.json").is_symlink()
+    assert sorted(p.name for p in bundle.iterdir()) == ["config.json", "log.json"]
+    assert not shim.calls()
