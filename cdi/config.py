@@ -12,15 +12,11 @@ from __future__ import annotations
 import os
 
 from cdi.errors import ConfigError, InvalidNameError
+from cdi.log import get_logger
 from cdi.qualified_name import parse_kind
 from cdi.record import MISSING, Record, field, fields, is_record, replace
 
-
-def _log():
-    # logging costs milliseconds to import and is only needed when something is wrong
-    import logging
-
-    return logging.getLogger(__name__)
+log = get_logger(__name__)  # imports logging only when a message can be shown
 
 CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
 RELATIVE_PATH = "nvidia-container-runtime/config.toml"
@@ -155,7 +151,7 @@ def _build(cls: type, table: dict, prefix: str, source: str) -> object:
         dotted = f"{prefix}{key}"
         f = by_key.get(key)
         if f is None:
-            _log().warning("unknown config key %s ignored (%s)", dotted, source)
+            log.warning("unknown config key %s ignored (%s)", dotted, source)
             continue
         default = f.default if f.default_factory is MISSING else f.default_factory()
         if key == "features" and cls is Config:
@@ -175,7 +171,7 @@ def _features(table: object, source: str) -> frozenset[str]:
     enabled = set()
     for name, value in table.items():
         if name not in FEATURES:
-            _log().warning("unknown feature features.%s ignored (%s)", name, source)
+            log.warning("unknown feature features.%s ignored (%s)", name, source)
         if not isinstance(value, bool):
             raise ConfigError(f"features.{name} must be a boolean, not {type(value).__name__}", source)
         if value:

@@ -1,13 +1,50 @@
-"""The errors cdi raises. Each carries `what` went wrong and `where` (a file, a variable, a device id),
-so every program can print the project's one-line form `<program>: error: <what> (<where>)`."""
+"""The errors cdi raises, and how every program of the project writes a message line.
+
+Each error carries `what` went wrong and `where` (a file, a variable, a device id), so every program
+can print the project's one-line form `<program>: error: <what> (<where>)`. Messages name outside
+values (paths from a container's state, config.toml keys, spec contents), so the line is built here,
+once for all programs: `message_line` escapes whatever could end the line or reach the terminal as a
+control, and `what_where` quotes a `where` that is not plain printable text.
+"""
 from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """text as one plain line: every character str.isprintable() refuses (line breaks, C0 and C1
+    controls such as ESC and CSI, bidi overrides, the surrogate standing for a byte that is not UTF-8)
+    written as repr() writes it (\\n, \\x1b, \\u202e, \\udcff). An outside value in a message can then
+    neither forge a second line nor send the terminal a control sequence."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(value: object) -> str:
+    """An outside value as a message names it: as it is when it is plain printable text, else quoted
+    and escaped as repr() does ('/run/a\\nb'), so that what it holds is visible and unambiguous."""
+    if isinstance(value, bytes):
+        import os
+
+        value = os.fsdecode(value)
+    text = str(value)
+    return text if text and text.isprintable() else repr(text)
+
+
+def what_where(what: str, where: object = None) -> str:
+    """The project's `<what> (<where>)`; `where` shown with `shown`."""
+    return f"{what} ({shown(where)})" if where else what
+
+
+def message_line(program: str, level: str, text: str) -> str:
+    """`<program>: <level>: <text>` (level: error, warning), always exactly one printable line."""
+    return f"{program}: {level}: {printable(text)}"
 
 
 class CdiError(ValueError):
     def __init__(self, what: str, where: str | None = None):
         self.what = what
         self.where = where
-        super().__init__(f"{what} ({where})" if where else what)
+        super().__init__(what_where(what, where))
 
 
 class InvalidNameError(CdiError):

@@ -9,10 +9,16 @@ So a LazyLogger passes a debug or info message on only when logging is already i
 not, nobody has configured it, the root logger's level is still WARNING and the message would be
 dropped anyway. Warnings and errors always go to logging (imported then), so an unconfigured program
 still prints them through logging's last-resort handler, exactly as before.
+
+Messages name outside values, so what reaches logging is one printable line (cdi.errors.printable),
+whatever handler prints it; `one_line_formatter` gives the same guarantee to programs that log
+through handlers of their own.
 """
 from __future__ import annotations
 
 import sys
+
+from cdi.errors import printable
 
 
 class LazyLogger:
@@ -36,11 +42,23 @@ class LazyLogger:
             self._logger().info(msg, *args, stacklevel=2)
 
     def warning(self, msg: str, *args: object) -> None:
-        self._logger().warning(msg, *args, stacklevel=2)
+        self._logger().warning("%s", printable(msg % args if args else msg), stacklevel=2)
 
     def error(self, msg: str, *args: object) -> None:
-        self._logger().error(msg, *args, stacklevel=2)
+        self._logger().error("%s", printable(msg % args if args else msg), stacklevel=2)
 
 
 def get_logger(name: str) -> LazyLogger:
     return LazyLogger(name)
+
+
+def one_line_formatter(fmt: str):
+    """A logging.Formatter whose message part is always one printable line (a traceback it appends
+    stays as it is: it is ours, and shown only when debugging)."""
+    import logging
+
+    class OneLineFormatter(logging.Formatter):
+        def formatMessage(self, record: logging.LogRecord) -> str:
+            return printable(super().formatMessage(record))
+
+    return OneLineFormatter(fmt)

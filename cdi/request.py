@@ -13,16 +13,12 @@ from cdi.annotations import devices_from_annotations
 from cdi.config import Config
 from cdi.errors import InvalidNameError, RequestError
 from cdi.lazy_pattern import LazyPattern
+from cdi.log import get_logger
 from cdi.qualified_name import parse_qualified_name, qualify
 from cdi.record import Record, field
 from cdi.require import Requirement, requirements_from_env
 
-
-def _log():
-    # logging costs milliseconds to import and is only needed when something is wrong
-    import logging
-
-    return logging.getLogger(__name__)
+log = get_logger(__name__)  # imports logging only when a message can be shown
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 DRIVER_CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
@@ -267,7 +263,7 @@ def _requested_ids(oci: dict, env: dict[str, str], config: Config, privileged: b
         # Not an error: CUDA images set NVIDIA_VISIBLE_DEVICES=all themselves, and they must still run
         # (without GPUs) where the admin hands GPUs out only through the device plugin's mounts.
         reason = f"{where} ignored: the configuration refuses it for unprivileged containers"
-        _log().warning("%s", reason)
+        log.warning("%s", reason)
         return "", "", (), reason
     return "env", where, ids, ""
 

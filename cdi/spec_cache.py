@@ -16,14 +16,11 @@ import os
 import stat
 
 from cdi import json_codec
+from cdi.log import get_logger
 
 MAX_CACHE_BYTES = 64 * 1024 * 1024
 
-
-def _log():
-    import logging
-
-    return logging.getLogger(__name__)
+log = get_logger(__name__)  # imports logging only when a message can be shown
 
 
 def _identity(path: str, st: os.stat_result) -> tuple:
@@ -58,7 +55,7 @@ class ValidatedSpecCache:
             # a verdict anyone else could have written is worth nothing
             if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
                     or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
-                _log().warning("ignoring CDI validation cache %s: not a file owned by us and writable only by us",
+                log.warning("ignoring CDI validation cache %s: not a file owned by us and writable only by us",
                                self.path)
                 return
             try:
@@ -98,7 +95,7 @@ class ValidatedSpecCache:
         try:
             self._write()
         except OSError as exc:
-            _log().debug("cannot write CDI validation cache %s: %s", self.path, exc)
+            log.debug("cannot write CDI validation cache %s: %s", self.path, exc)
 
     def _write(self) -> None:
         import json   # writing is rare (a spec file changed): json and tempfile only then

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from cdi.errors import SpecError
+from cdi.errors import SpecError, what_where
 from cdi.record import Record
 from cdi.regular_file import read_regular_file
 from cdi.spec import Spec, parse_spec_text
@@ -36,7 +36,7 @@ class Problem(Record, frozen=True):  # a Record, not a dataclass: imported on th
         return f"{self.json_path}: {self.message} [{self.rule}]"
 
     def __str__(self) -> str:  # the `<what> (<where>)` of the project's error lines
-        return f"{self.what} ({self.file})"
+        return what_where(self.what, self.file)
 
 
 def schema_bytes() -> bytes:

@@ -36,8 +36,10 @@ def cdi() -> None:
     """Container Device Interface (CDI) specs: generate, validate, list."""
 
 
-def _error_line(what: str) -> None:
-    click.echo(f"{CliError.prog}: error: {what}", err=True)
+def _message(level: str, text: str) -> None:
+    from cdi.errors import message_line
+
+    click.echo(message_line(CliError.prog, level, text), err=True)
 
 
 @click.command()
@@ -50,7 +52,7 @@ def validate(files: tuple[str, ...]) -> int:
     for file in files:
         spec, problems = check_spec_file(file)
         for problem in problems:
-            _error_line(str(problem))
+            _message("error", str(problem))
         if problems:
             bad += 1
         else:
@@ -81,9 +83,9 @@ def list_devices(spec_dirs: tuple[str, ...]) -> int:
 
     registry = Registry(spec_dirs or _configured_spec_dirs())
     for problem in registry.problems:
-        click.echo(f"{CliError.prog}: warning: skipping invalid spec: {problem}", err=True)
+        _message("warning", f"skipping invalid spec: {problem}")
     for conflict in registry.conflicts:
-        click.echo(f"{CliError.prog}: warning: conflict, skipped: {conflict}", err=True)
+        _message("warning", f"conflict, skipped: {conflict}")
     for name in sorted(registry.devices):
         click.echo(f"{name}\t{registry.devices[name].path}")
     return 0

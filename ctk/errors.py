@@ -5,15 +5,17 @@ import sys
 
 import click
 
+from cdi.errors import message_line, what_where
+
 
 class CliError(click.ClickException):
     """An error a user can act on; `where` names the file, device or option concerned."""
 
     def __init__(self, what: str, where: str | None = None):
-        super().__init__(f"{what} ({where})" if where else what)
+        super().__init__(what_where(what, where))
 
     def show(self, file=None) -> None:  # click's default prefixes "Error: "
-        click.echo(f"{self.prog}: error: {self.format_message()}", err=True)
+        click.echo(message_line(self.prog, "error", self.format_message()), err=True)
 
     prog = "nvidia-ctk"
 
@@ -24,19 +26,19 @@ def run_cli(command: click.Command, prog: str, argv: list[str] | None) -> int:
     try:
         result = command.main(args=argv, prog_name=prog, standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo(f"{prog}: error: aborted", err=True)
+        click.echo(message_line(prog, "error", "aborted"), err=True)
         return 1
     except click.UsageError as exc:
         if exc.ctx is not None:
             click.echo(exc.ctx.get_usage(), err=True)
-        click.echo(f"{prog}: error: {exc.format_message()}", err=True)
+        click.echo(message_line(prog, "error", exc.format_message()), err=True)
         return 2
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except OSError as exc:
         where = exc.filename if exc.filename else "system call"
-        click.echo(f"{prog}: error: {exc.strerror or exc} ({where})", err=True)
+        click.echo(message_line(prog, "error", what_where(exc.strerror or str(exc), where)), err=True)
         return 1
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -57,8 +57,11 @@ def cli(debug: bool) -> None:
     """NVIDIA Container Toolkit admin CLI (gpu-container-toolkit)."""
     import logging
 
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="nvidia-ctk: %(levelname)s: %(message)s")
+    from cdi.log import one_line_formatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(one_line_formatter("nvidia-ctk: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
 
 
 def main(argv: list[str] | None = None) -> int:

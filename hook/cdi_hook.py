@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 
 from cdi import json_codec
+from cdi.errors import what_where
 from cdi.regular_file import read_regular_file
 
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
@@ -44,7 +45,7 @@ class HookError(Exception):
     """One line for the user: what went wrong and where."""
 
     def __init__(self, what: str, where: str | None = None):
-        super().__init__(f"{what} ({where})" if where else what)
+        super().__init__(what_where(what, where))
 
 
 class Tasks:

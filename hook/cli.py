@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 import sys
 
+from cdi.errors import message_line, what_where
 from hook.cli_args import PROG, UsageError, parse_args
 
 
 class CliError(Exception):
     def __init__(self, what: str, where: str | None = None):
-        super().__init__(f"{what} ({where})" if where else what)
+        super().__init__(what_where(what, where))
 
 
 def load_cli_config(args, needed: bool = True):
@@ -50,14 +51,18 @@ def setup_debug_log(path: str | None) -> None:
     """--debug FILE (or config `debug`): a debug log appended to FILE; nothing on stderr but errors."""
     import logging
 
+    from cdi.log import one_line_formatter
+
     if not path:
-        logging.basicConfig(level=logging.ERROR, format=f"{PROG}: %(levelname)s: %(message)s")
+        handler = logging.StreamHandler()
+        handler.setFormatter(one_line_formatter(f"{PROG}: %(levelname)s: %(message)s"))
+        logging.basicConfig(level=logging.ERROR, handlers=[handler])
         return
     try:
         handler = logging.FileHandler(path)
     except OSError as e:
         raise CliError(f"cannot open debug log: {e.strerror or e}", path) from None
-    handler.setFormatter(logging.Formatter(f"%(asctime)s {PROG}[{os.getpid()}] %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(one_line_formatter(f"%(asctime)s {PROG}[{os.getpid()}] %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG, handlers=[handler])
 
 
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
     except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(message_line(PROG, "error", str(e)), file=sys.stderr)
         return 2
     try:
         setup_debug_log(args.debug)
@@ -113,13 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except CliError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(message_line(PROG, "error", str(e)), file=sys.stderr)
         return 1
     except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(message_line(PROG, "error", str(e)), file=sys.stderr)
         return 2
     except Exception as e:         # noqa: BLE001 - every error type of cdi/libcontainer_c/hook below
-        print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
+        print(message_line(PROG, "error", _describe(e)), file=sys.stderr)
         return 1
     return 0
 
@@ -129,12 +134,12 @@ def _describe(error: Exception) -> str:
     with a file name; anything else is a bug, still reported as one line with its type."""
     what, where = getattr(error, "what", None), getattr(error, "where", None)
     if what:
-        return f"{what} ({where})" if where else what
+        return what_where(what, where)
     if isinstance(error, OSError):
         text = str(error) if type(error).__str__ is not OSError.__str__ else (error.strerror or str(error))
         filename = error.filename
         if filename is not None and os.fsdecode(filename) not in text:
-            return f"{text} ({os.fsdecode(filename)})"
+            return what_where(text, filename)
         return text
     text = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

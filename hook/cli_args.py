@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from cdi.errors import what_where
+
 PROG = "nvidia-container-cli"
 VERSION = "1.17.0"   # the libnvidia-container release whose command line this one follows
 
@@ -39,7 +41,7 @@ class UsageError(Exception):
     """A command line the tool cannot run: `what` went wrong, `where` (the option)."""
 
     def __init__(self, what: str, where: str = "command line"):
-        super().__init__(f"{what} ({where})")
+        super().__init__(what_where(what, where))
         self.what = what
         self.where = where
 

@@ -31,6 +31,7 @@ import os
 import stat
 import sys
 
+from cdi.errors import message_line, what_where
 from hook.cli_args import PROG
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ ALLOW_CONTAINER_LDCONFIG = "allow-ldconfig-from-container"
 
 class ConfigureError(Exception):
     def __init__(self, what: str, where: str | None = None):
-        super().__init__(f"{what} ({where})" if where else what)
+        super().__init__(what_where(what, where))
         self.what, self.where = what, where
 
 
@@ -184,4 +185,4 @@ def configure(args, config, driver_root) -> None:
 
 
 def _warn(message: str) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr)
+    print(message_line(PROG, "warning", message), file=sys.stderr)

@@ -30,6 +30,7 @@ import stat
 
 from cdi.discover import HOOK_PROGRAM, EditsBuilder
 from cdi.driver_root import DriverRoot
+from cdi.errors import what_where
 from cdi.inventory import Inventory
 from cdi.spec import ContainerEdits, DeviceNode, Mount
 
@@ -46,7 +47,7 @@ class InjectionError(Exception):
     """One line for the user: what went wrong and where (a host path, a container path, a cgroup)."""
 
     def __init__(self, what: str, where: str | None = None):
-        super().__init__(f"{what} ({where})" if where else what)
+        super().__init__(what_where(what, where))
         self.what, self.where = what, where
 
 

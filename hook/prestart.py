@@ -122,11 +122,15 @@ def inject_request(request, config, rootfs: str, pid: int) -> None:
 
 
 def _warn(message: str) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr)
+    from cdi.errors import message_line
+
+    print(message_line(PROG, "warning", message), file=sys.stderr)
 
 
 def _error(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    from cdi.errors import message_line
+
+    print(message_line(PROG, "error", message), file=sys.stderr)
     return 1
 
 
@@ -169,12 +173,12 @@ def run(argv: list[str]) -> int:
 
 def _describe(e: Exception) -> str:
     """The one line for an error: cdi, hook and injection errors carry what and where already."""
-    from cdi.errors import CdiError
+    from cdi.errors import CdiError, what_where
 
     if isinstance(e, CdiError):
-        return f"{e.what} ({e.where})" if e.where else e.what
+        return what_where(e.what, e.where)
     if isinstance(e, OSError):
-        return f"{e.strerror or e} ({e.filename or 'system call'})"
+        return what_where(e.strerror or str(e), e.filename or "system call")
     text = str(e)
     if type(e).__name__ in ("HookError", "InjectionError", "ProcViewError") and text:
         return text

@@ -19,6 +19,8 @@ from __future__ import annotations
 import errno
 import os
 
+from cdi.errors import what_where
+
 PROC_DIR = "/proc/driver/nvidia"
 TOP_FILES = ("version", "registry", "params")
 MAX_FILE = 64 * 1024
@@ -27,7 +29,7 @@ MODIFY_DEVICE_FILES = "ModifyDeviceFiles"
 
 class ProcViewError(Exception):
     def __init__(self, what: str, where: str):
-        super().__init__(f"{what} ({where})")
+        super().__init__(what_where(what, where))
         self.what, self.where = what, where
 
 

@@ -54,7 +54,10 @@ static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbi
 
 static void die(const char *name, const char *what)
 {
-    fprintf(stderr, "%s: error: %s (%s)\n", name, what, strerror(errno));
+    const char *reason = strerror(errno);
+    char *shown = hook_printable(name);   /* a file name: one printable line whatever it holds */
+
+    fprintf(stderr, "%s: error: %s (%s)\n", shown ? shown : "gct-launcher", what, reason);
     exit(127);
 }
 

@@ -17,7 +17,7 @@ gc.disable()  # a short-lived process that ends in exec: the cyclic collector on
 import os  # noqa: E402  (after gc.disable: the imports below are most of the start-up)
 import sys  # noqa: E402
 
-from cdi.errors import CdiError  # noqa: E402
+from cdi.errors import CdiError, message_line  # noqa: E402
 from runtime_shim import runtime_cache  # noqa: E402
 from runtime_shim.errors import ShimError, append_line, runc_log_line  # noqa: E402
 from runtime_shim.runc_argv import RuncCommand, parse_runc_argv  # noqa: E402
@@ -126,7 +126,7 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
 
 def report(program: str, error: Exception, args: list[str]) -> None:
     """One line on stderr; the same in runc's --log file (in its format) so engines show it."""
-    message = f"{program}: error: {error}"
+    message = message_line(program, "error", str(error))
     print(message, file=sys.stderr, flush=True)
     command = parse_runc_argv(args)
     if command.log_file:

@@ -53,6 +53,10 @@ void hook_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* text quoted as Python's repr() quotes a str ('a b', "it's", '\n' escaped), for values in
  * messages; malloc'd (NULL: out of memory) */
 char *hook_repr(const char *text);
+/* text as one printable line (cdi.errors.printable): every character repr() would escape is written
+ * as repr() writes it (\n, \x1b, \u202e; \udcNN for a byte that is not UTF-8), nothing else is
+ * changed; malloc'd (NULL: out of memory) */
+char *hook_printable(const char *text);
 /* text from outside made one plain line, in place: every character repr() would escape (C0 and C1
  * controls, line and paragraph separators, bidi and other format characters) and every byte that
  * is not UTF-8 becomes '?' */

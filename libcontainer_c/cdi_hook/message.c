@@ -1,6 +1,9 @@
 /* What nvidia-cdi-hook says: one error line "nvidia-cdi-hook: error: <what> (<where>)" printed at the
  * top from the hook_error carried up, warnings as "nvidia-cdi-hook: warning: ...", and values quoted
- * the way the Python program quoted them (repr), so messages stay the same and stay on one line. */
+ * the way the Python program quoted them (repr), so messages stay the same and stay on one line.
+ * Every line goes out as the Python programs write theirs (cdi.errors.message_line): a character
+ * repr() would escape is escaped in the text, and a <where> that holds one is quoted as repr() does,
+ * so no outside value can start a second line or send the terminal a control sequence. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,26 +30,45 @@ void hook_error_free(struct hook_error *err)
     err->what = err->where = NULL;
 }
 
+/* The <where> of an error line: as it is when printable, else quoted (cdi.errors.shown). */
+static char *shown(const char *where)
+{
+    char *text = hook_printable(where);
+
+    if (text == NULL || strcmp(text, where) == 0)
+        return text;
+    free(text);
+    return hook_repr(where);
+}
+
 void hook_print_error(const struct hook_error *err)
 {
-    const char *what = err->what ? err->what : "out of memory";
+    char *what = hook_printable(err->what ? err->what : "out of memory");
+    char *where = err->where ? shown(err->where) : NULL;
 
-    if (err->where)
-        fprintf(stderr, HOOK_PROG ": error: %s (%s)\n", what, err->where);
+    if (what == NULL || (err->where && where == NULL))
+        fprintf(stderr, HOOK_PROG ": error: out of memory\n");
+    else if (where)
+        fprintf(stderr, HOOK_PROG ": error: %s (%s)\n", what, where);
     else
         fprintf(stderr, HOOK_PROG ": error: %s\n", what);
+    free(what);
+    free(where);
 }
 
 void hook_warn(const char *fmt, ...)
 {
-    char *text;
+    char *text, *line = NULL;
     va_list ap;
 
     va_start(ap, fmt);
     if (vasprintf(&text, fmt, ap) < 0)
         text = NULL;
     va_end(ap);
-    fprintf(stderr, HOOK_PROG ": warning: %s\n", text ? text : "out of memory");
+    if (text)
+        line = hook_printable(text);
+    fprintf(stderr, HOOK_PROG ": warning: %s\n", line ? line : "out of memory");
+    free(line);
     free(text);
 }
 
@@ -109,12 +131,13 @@ static void put(struct out *o, const char *text, size_t n)
     o->buf[o->len] = '\0';
 }
 
-/* One character of a repr: escapes as Python's unicode_repr writes them. */
+/* One character of a repr: escapes as Python's unicode_repr writes them. quote 0: not inside quotes,
+ * only what is not printable is escaped (a quote or a backslash stays as it is). */
 static void put_char(struct out *o, long cp, const unsigned char *raw, size_t rawlen, char quote)
 {
     char esc[24];   /* room for any long in hex: -Wformat-truncation cannot see cp <= 0x10ffff */
 
-    if (cp == quote || cp == '\\')
+    if (quote && (cp == quote || cp == '\\'))
         snprintf(esc, sizeof(esc), "\\%c", (char)cp);
     else if (cp == '\t' || cp == '\n' || cp == '\r')
         snprintf(esc, sizeof(esc), "\\%c", cp == '\t' ? 't' : cp == '\n' ? 'n' : 'r');
@@ -132,18 +155,19 @@ static void put_char(struct out *o, long cp, const unsigned char *raw, size_t ra
     put(o, esc, strlen(esc));
 }
 
-char *hook_repr(const char *text)
+/* text with escapes as repr() writes them, between quotes unless quote is 0; malloc'd */
+static char *escaped(const char *text, char quote)
 {
     const unsigned char *s = (const unsigned char *)text;
     /* the longest escape per input byte: an undecodable byte as a 6-character surrogate escape */
     struct out o = { NULL, 6 * strlen(text) + 3, 0 };
-    char quote = strchr(text, '\'') && !strchr(text, '"') ? '"' : '\'';
 
     o.buf = malloc(o.size);
     if (o.buf == NULL)
         return NULL;
     o.buf[0] = '\0';
-    put(&o, &quote, 1);
+    if (quote)
+        put(&o, &quote, 1);
     while (*s) {
         size_t n = 1;
         long cp = *s < 0x80 ? *s : utf8_decode(s, &n);
@@ -152,8 +176,19 @@ char *hook_repr(const char *text)
         put_char(&o, cp, s, n, quote);
         s += n;
     }
-    put(&o, &quote, 1);
+    if (quote)
+        put(&o, &quote, 1);
     return o.buf;
+}
+
+char *hook_repr(const char *text)
+{
+    return escaped(text, strchr(text, '\'') && !strchr(text, '"') ? '"' : '\'');
+}
+
+char *hook_printable(const char *text)
+{
+    return escaped(text, 0);
 }
 
 void hook_make_printable(char *text)

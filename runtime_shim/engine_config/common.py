@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cdi.errors import what_where
+
 RUNTIME_EXECUTABLE = "nvidia-container-runtime"
 HOOK_EXECUTABLE = "nvidia-container-runtime-hook"
 # Where the packages install the programs; used when they are found neither next to nvidia-ctk nor in PATH.
@@ -32,7 +34,7 @@ class EngineConfigError(Exception):
         self.where = where
 
     def __str__(self) -> str:
-        return f"{self.what} ({self.where})" if self.where else self.what
+        return what_where(self.what, self.where)
 
 
 @dataclass(frozen=True)

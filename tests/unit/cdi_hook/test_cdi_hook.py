@@ -306,7 +306,7 @@ def test_a_bad_state_is_one_line(stdin):
     assert line.startswith("nvidia-cdi-hook: error: ") and line.endswith("(stdin)")
 
 
-def test_imports_only_the_stdlib_libcontainer_c_and_two_cdi_readers():
+def test_imports_only_the_stdlib_libcontainer_c_two_cdi_readers_and_the_message_line():
     code = ("import sys, json; import hook.cdi_hook, libcontainer_c.rootfs, libcontainer_c.ldconfig; "
             "print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -316,7 +316,7 @@ def test_imports_only_the_stdlib_libcontainer_c_and_two_cdi_readers():
         assert forbidden not in modules, forbidden
     ours = {m for m in modules if m.split(".")[0] in {"hook", "libcontainer_c", "cdi", "runtime_shim", "ctk", "simulator"}}
     assert {m for m in ours if m.split(".")[0] not in ("hook", "libcontainer_c")} == \
-        {"cdi", "cdi.json_codec", "cdi.regular_file"}
+        {"cdi", "cdi.json_codec", "cdi.regular_file", "cdi.errors"}
 
 
 def test_reading_the_state_imports_neither_json_nor_re():
