@@ -261,6 +261,8 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
     if (shim_config_path(envp, config, sizeof(config)) != 0)
         return;
     const char *cache_dir = nonempty(env_value(envp, "NVIDIA_CTK_CACHE_DIR"));
+    if (cache_dir && cache_dir[0] != '/')
+        return; /* relative: no cache at all (runtime_cache.cache_dir), Python decides every call */
     int n = snprintf(cache_path, sizeof(cache_path), "%s/runtime-%016llx.cache",
                      cache_dir ? cache_dir : SHIM_DEFAULT_CACHE_DIR, (unsigned long long)fnv1a64(config));
     if (n < 0 || (size_t)n >= sizeof(cache_path) || read_cache(cache_path, text, sizeof(text)) < 0)

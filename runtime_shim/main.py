@@ -74,8 +74,8 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
         if registry is None:
             from cdi.registry import open_registry as open_spec_dirs
 
-            cache = os.path.join(runtime_cache.cache_dir(environ), "cdi-validated.json")
-            registry = open_spec_dirs(config, cache)
+            cache_dir = runtime_cache.cache_dir(environ)  # None: a relative one, no cache (memory only)
+            registry = open_spec_dirs(config, os.path.join(cache_dir, "cdi-validated.json") if cache_dir else None)
             for problem in registry.problems:
                 log.warning("CDI spec skipped: %s", problem)
             for conflict in registry.conflicts:

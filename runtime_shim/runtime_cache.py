@@ -21,7 +21,7 @@ The PATH directories' mtimes catch a runtime installed since in a directory sear
 with a relative directory depends on the caller's cwd, so it gets no cache at all. ctime is in
 the identity because no one can set it back: an edit in place that restores size and mtime still
 changes it. The cache dir is `$NVIDIA_CTK_CACHE_DIR`, else /run/nvidia-container-toolkit (tmpfs: the
-cache does not outlive a boot).
+cache does not outlive a boot); a relative `$NVIDIA_CTK_CACHE_DIR` means no cache (see cache_dir).
 """
 from __future__ import annotations
 
@@ -62,12 +62,22 @@ def search_path(environ: dict[str, str]) -> str:
     return environ.get("PATH") or DEFAULT_SEARCH_PATH
 
 
-def cache_dir(environ: dict[str, str]) -> str:
-    return environ.get(CACHE_DIR_ENV) or DEFAULT_CACHE_DIR
+def cache_dir(environ: dict[str, str]) -> str | None:
+    """`$NVIDIA_CTK_CACHE_DIR`, else the default; None (no cache at all) for a relative value: it would
+    name a directory under the caller's cwd, which for a create under containerd is the bundle, and
+    a cache there is written into every container's bundle and never found again (cdi.config_cache
+    ignores a relative one too)."""
+    value = environ.get(CACHE_DIR_ENV)
+    if not value:
+        return DEFAULT_CACHE_DIR
+    return value if value.startswith("/") else None
 
 
-def cache_file(environ: dict[str, str]) -> str:
-    return os.path.join(cache_dir(environ), f"runtime-{fnv1a64(config_path_string(environ)):016x}.cache")
+def cache_file(environ: dict[str, str]) -> str | None:
+    directory = cache_dir(environ)
+    if directory is None:
+        return None
+    return os.path.join(directory, f"runtime-{fnv1a64(config_path_string(environ)):016x}.cache")
 
 
 def config_identity(path: str) -> str | None:
@@ -165,8 +175,10 @@ def write_cache(environ: dict[str, str], identity_before: str | None, runtime: s
     config = config_path_string(environ)
     if identity_before is None or config_identity(config) != identity_before:
         return
-    text = render(config, identity_before, search_path(environ), runtime, debug_log, markers)
     target = cache_file(environ)
+    if target is None:
+        return
+    text = render(config, identity_before, search_path(environ), runtime, debug_log, markers)
     if text is None or read_cache_text(target) == text:
         return
     directory = os.path.dirname(target)

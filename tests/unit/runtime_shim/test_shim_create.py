@@ -235,3 +235,27 @@ def test_config_json_that_is_a_symlink_is_refused_and_its_target_untouched(shim,
     assert (bundle / "config.json").is_symlink()
     assert sorted(p.name for p in bundle.iterdir()) == ["config.json", "log.json"]
     assert not shim.calls()
+
+
+def test_relative_cache_dir_disables_every_cache(shim, tmp_path):
+    """A relative NVIDIA_CTK_CACHE_DIR would put the runtime cache and the CDI verdict cache under the
+    shim's cwd, which under containerd is the bundle (issue 16.9): no cache is written or read."""
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    env = shim.env(NVIDIA_CTK_CACHE_DIR="cache")
+    for _ in range(2):
+        make_bundle(bundle, minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+        result = shim.run("create", "ctr", env=env, cwd=bundle)
+        assert result.returncode == 0, result.stderr
+        assert "/dev/nvidia0" in (bundle / "config.json").read_text()
+        assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
+    shim.reset()
+    for _ in range(2):  # every call goes to Python: the launcher reads no relative cache either
+        assert shim.run("state", "ctr", env=env, cwd=bundle).returncode == 0
+        assert shim.python_ran()
+        shim.reset()
+    assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
+    # a good cache that happens to be at that relative place is not read by the launcher either
+    assert shim.run("state", "ctr", env=shim.env(NVIDIA_CTK_CACHE_DIR=str(bundle / "cache"))).returncode == 0
+    shim.reset()
+    assert shim.run("state", "ctr", env=env, cwd=bundle).returncode == 0
+    assert shim.python_ran()
