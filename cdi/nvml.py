@@ -88,9 +88,10 @@ DEFAULT_MIG_CONTROL_MINORS = {"config": 1, "monitor": 2}
 
 def _mig_minor_entries(path: str) -> list[tuple[str, int]]:
     """(key, minor) of every mig-minors line whose value is an ASCII number ("gpu0/gi1/access 12",
-    "config 1"). A missing file gives []; the file is read once, at most 1 MiB of it."""
+    "config 1"). A missing file gives []; the file is read once, at most 1 MiB of it. The driver writes
+    ASCII: any other byte is read as U+FFFD, so its line matches nothing and is skipped."""
     try:
-        with open(path) as f:
+        with open(path, encoding="ascii", errors="replace") as f:
             text = f.read(1 << 20)
     except FileNotFoundError:
         return []

@@ -97,3 +97,14 @@ def test_read_mig_control_minors_takes_config_and_monitor_with_fixed_defaults(tm
     path.write_text("config 5\ngpu0/gi1/access 12\nmonitor \u00b2\n")
     assert read_mig_control_minors(str(path)) == {"config": 5, "monitor": 2}
     assert read_mig_control_minors(str(tmp_path / "missing")) == {"config": 1, "monitor": 2}
+
+
+def test_mig_minors_that_are_not_text_are_skipped_line_by_line(tmp_path):
+    """The driver writes ASCII; a line with other bytes (a corrupted or forged file in a driver root) is
+    skipped like any other unknown line, never a UnicodeDecodeError (found by tests/reliability)."""
+    from cdi.nvml import read_mig_control_minors
+
+    path = tmp_path / "mig-minors"
+    path.write_bytes(b"\x80\xff garbage\ngpu0/gi1/access 12\ngpu\xd9\xa3/gi1/access 7\nconfig 4\nmonitor \xff\n")
+    assert read_mig_minors(str(path)) == {(0, 1, None): 12}
+    assert read_mig_control_minors(str(path)) == {"config": 4, "monitor": 2}
