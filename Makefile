@@ -13,7 +13,7 @@ APT_PACKAGES := gcc make libc6-dev python3-venv python3-dev \
 	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
 	rpm mmdebstrap systemd lintian
 
-.PHONY: all venv demo test test-unit test-e2e bench clean apt packages
+.PHONY: all venv demo test test-unit test-e2e reliability reliability-report bench clean apt packages
 
 all: venv
 
@@ -56,6 +56,14 @@ test-unit: venv
 
 test-e2e: venv
 	$(BIN)/python -m pytest -ra -m e2e
+
+# The reliability suite (tests/reliability, docs/RELIABILITY.md) with the full counts; `make test` runs it
+# with the short profile. reliability-report runs the full profile and rewrites docs/RELIABILITY.md.
+reliability: venv
+	GCT_RELIABILITY=full $(BIN)/python -m pytest -ra tests/reliability
+
+reliability-report: venv
+	$(BIN)/python -m tests.reliability.report --profile full --output docs/RELIABILITY.md
 
 bench: venv
 	$(BIN)/python -m bench

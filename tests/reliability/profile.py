@@ -1,0 +1,33 @@
+"""How much the reliability suite does: the full profile (`make reliability`, the counts of issue 15)
+or the short one every `make test` runs (the same checks, scaled down to a few minutes on 2 cores).
+
+GCT_RELIABILITY=full picks the full profile; anything else, or nothing, the short one.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+PROFILE_ENV = "GCT_RELIABILITY"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    containers_at_once: int      # GPU containers created at the same time through the shim, per mode
+    generates_at_once: int       # `nvidia-ctk cdi generate` runs writing one file at the same time
+    sequential_rshared: int      # containers one after another with / rshared
+    soak_lifecycles: int         # create/start/wait/delete cycles of the soak
+    soak_samples: int            # how often the soak measures fds, mounts and files
+    fuzz_cases: int              # hypothesis examples per parser
+    fuzz_call_timeout: float     # seconds one parser call may take before it counts as a hang
+
+
+FULL = Profile("full", containers_at_once=32, generates_at_once=32, sequential_rshared=50, soak_lifecycles=500,
+               soak_samples=10, fuzz_cases=10_000, fuzz_call_timeout=5.0)
+SHORT = Profile("short", containers_at_once=8, generates_at_once=8, sequential_rshared=10, soak_lifecycles=30,
+                soak_samples=3, fuzz_cases=300, fuzz_call_timeout=5.0)
+
+
+def current() -> Profile:
+    return FULL if os.environ.get(PROFILE_ENV) == "full" else SHORT
