@@ -332,12 +332,11 @@ def device_names(device: Gpu | MigDevice, strategies: Iterable[str]) -> list[str
 
 def build_spec_devices(builder: EditsBuilder, devices: Iterable[Gpu | MigDevice] | None = None,
                        strategies: Iterable[str] = ("index", "uuid"), all_device: bool = True) -> list[Device]:
-    """CDI devices for `devices` (default: every GPU, then every MIG device of the inventory), one
-    per name and strategy, plus "all" with every device's nodes. The common edits are not included:
-    they are the spec's own containerEdits (builder.common_edits())."""
+    """CDI devices for `devices` (default: Inventory.all_devices, every GPU not in MIG mode then
+    every MIG device), one per name and strategy, plus "all" with every device's nodes. The common
+    edits are not included: they are the spec's own containerEdits (builder.common_edits())."""
     if devices is None:
-        inventory = builder.inventory
-        devices = list(inventory.gpus) + inventory.mig_devices()
+        devices = builder.inventory.all_devices()
     strategies = list(strategies)
     out, everything = [], ContainerEdits()
     for device in devices:

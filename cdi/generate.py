@@ -32,11 +32,12 @@ class GenerateError(CdiError):
 
 
 def select_generate_devices(inventory: Inventory, device_ids: Iterable[str] = ()) -> list[Gpu | MigDevice]:
-    """The devices a spec describes: every GPU then every MIG device, or just those named by
-    `device_ids` (any form a user knows: 0, 1:0, GPU-.., MIG-.., PCI bus id, all)."""
+    """The devices a spec describes: what `all` means (Inventory.all_devices: every GPU not in MIG
+    mode, then every MIG device), or just those named by `device_ids` (any form a user knows: 0, 1:0,
+    GPU-.., MIG-.., PCI bus id, all)."""
     ids = [i.strip() for i in device_ids if i.strip()]
     if not ids:
-        return list(inventory.gpus) + inventory.mig_devices()
+        return inventory.all_devices()
     from cdi.request import DeviceRequest, check_device_id
     from cdi.selection import select_devices
 

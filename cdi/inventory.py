@@ -44,3 +44,10 @@ class Inventory(Record, frozen=True):
 
     def mig_devices(self) -> list[MigDevice]:
         return [m for g in self.gpus for m in g.mig_devices]
+
+    def all_devices(self) -> list[Gpu | MigDevice]:
+        """What `all` means, in every mode and in a generated spec: every GPU not in MIG mode, then
+        every MIG device. A GPU in MIG mode is used through its MIG devices (which bring its
+        /dev/nvidia<minor> along); by itself it runs no CUDA work, so it is not a device of its own
+        here (as in NVIDIA's CDI specs). It can still be named by index, UUID or bus id."""
+        return [g for g in self.gpus if not g.mig_enabled] + self.mig_devices()

@@ -38,7 +38,7 @@ def normalize_pci_bus_id(bus_id: str) -> str:
 def _lookup(device_id: str, inventory: Inventory) -> list[Gpu | MigDevice]:
     form = classify_id(device_id)
     if form == "all":
-        return list(inventory.gpus)
+        return inventory.all_devices()
     if form == "index":
         gpu = inventory.gpu_by_index(int(device_id))
         return [gpu] if gpu else []

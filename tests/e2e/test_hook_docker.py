@@ -67,11 +67,14 @@ def test_gpus_all(dockerd):
     result = run_gpus(daemon, "all")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    # "all" is every whole GPU (cdi.selection); GPU 1's MIG devices are not selected one by one
+    # "all" (Inventory.all_devices): GPU 0, and GPU 1 (in MIG mode) through its MIG devices
+    caps = {f"/dev/nvidia-caps/nvidia-cap{m[k]}" for m in inventory["gpus"][1]["mig_devices"]
+            for k in ("gi_cap_minor", "ci_cap_minor")}
     assert nodes(lines) == {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm",
-                            "/dev/nvidia-uvm-tools"}
+                            "/dev/nvidia-uvm-tools"} | caps
     listed = "\n".join(smi(lines))
     assert all(uuid in listed for uuid in gpu_uuids(inventory, 0, 1))
+    assert all(m["uuid"] in listed for m in inventory["gpus"][1]["mig_devices"])
     assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
     assert "ldcache-ok" in lines
     assert ENXIO in opened(lines, 0) and ENXIO in opened(lines, 1)

@@ -52,7 +52,7 @@ def expected_mig(gpu_host, key):
 
 
 CASES = {
-    "gpu-index": (["NVIDIA_VISIBLE_DEVICES=1"], None),
+    "gpu-index": (["NVIDIA_VISIBLE_DEVICES=0"], None),   # GPU 1 is in MIG mode: the spec names its MIG devices
     "mig-uuid": (["NVIDIA_VISIBLE_DEVICES={mig11}"], None),
     "cdi-name": (["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1:1"], None),
     "annotation": ([], {"cdi.k8s.io/gct-test": "nvidia.com/gpu=0"}),
@@ -69,8 +69,8 @@ def test_container_sees_exactly_what_it_asked_for(gpu_host, tmp_path, runtime, c
     assert code == 0, stderr
     seen = parse_gpu_report(output)
     if case == "gpu-index":
-        assert seen["dev"] == sorted(["nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"])
-        assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[1])]
+        assert seen["dev"] == sorted(["nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"])
+        assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[0])]
     elif case == "annotation":
         assert "nvidia0" in seen["dev"] and "nvidia1" not in seen["dev"]
         assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[0])]
@@ -102,6 +102,28 @@ def test_jit_cdi_gives_only_the_requested_capabilities(gpu_host, tmp_path, runti
     assert seen["smi"] == expected_mig(gpu_host, "1:0")["smi"]
     assert "nvidia-uvm" not in seen["dev"]  # uvm only with compute
     assert "libnvidia-ml.so.1" in seen["libs"] and not any(lib.startswith("libcuda") for lib in seen["libs"])
+
+
+def test_all_means_the_same_devices_in_every_mode(gpu_host, tmp_path):
+    """NVIDIA_VISIBLE_DEVICES=all: GPU 0 and, GPU 1 being in MIG mode, its two MIG devices (with GPU 1's
+    node), whether from the spec's `all` device (cdi), the edits built for the request (jit-cdi) or the
+    prestart hook (legacy). jit-cdi and legacy used to give both whole GPUs and no MIG device."""
+    caps = {f"nvidia-caps/nvidia-cap{minor}" for pair in gpu_host.mig_caps.values() for minor in pair}
+    seen = {}
+    for mode in ("cdi", "jit-cdi", "legacy"):
+        work = tmp_path / mode
+        work.mkdir()
+        bundle = make_bundle(work / "bundle", ["sh", "-c", GPU_REPORT], glibc=True,
+                             env=["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"])
+        code, output, stderr = lifecycle_for("runc", gpu_host, work, mode=mode).run(bundle)
+        assert code == 0, (mode, stderr)
+        report = parse_gpu_report(output)
+        # (the spec serves every capability, so cdi mode also has display's nvidia-modeset)
+        seen[mode] = ([d for d in report["dev"] if d != "nvidia-modeset"], report["smi"])
+        assert {"nvidia0", "nvidia1"} | caps <= set(report["dev"]), (mode, report["dev"])
+        assert [line.strip().split(": (UUID: ")[-1].rstrip(")") for line in report["smi"] if "MIG" in line] \
+            == [gpu_host.mig_uuids["1:0"], gpu_host.mig_uuids["1:1"]], (mode, report["smi"])
+    assert seen["cdi"] == seen["jit-cdi"] == seen["legacy"]
 
 
 def test_auto_mode_uses_the_spec_for_a_device_it_defines(gpu_host, tmp_path):

@@ -26,7 +26,9 @@ def select(value, *env):
 
 
 @pytest.mark.parametrize("value, gpus, migs", [
-    ("all", [0, 1, 2], []),
+    # `all`: every GPU not in MIG mode, then every MIG device (the A100 is in MIG mode: its MIG device)
+    ("all", [1, 2], [MIG.uuid]),
+    ("0", [0], []),               # a GPU in MIG mode named by itself is still that GPU
     ("none", [], []),
     ("1", [1], []),
     ("2,0", [2, 0], []),
@@ -38,7 +40,7 @@ def select(value, *env):
     ("0:0", [], [MIG.uuid]),
     ("mig-11112222-3333-4444-5555-666677778888", [], [MIG.uuid]),
     ("nvidia.com/gpu=1", [1], []),
-    ("nvidia.com/gpu=all", [0, 1, 2], []),
+    ("nvidia.com/gpu=all", [1, 2], [MIG.uuid]),
     ("nvidia.com/gpu=0:0", [], [MIG.uuid]),
     ("1,GPU-bbbb1111-2222-3333-4444-555566667777,1", [1], []),
 ])
@@ -46,6 +48,17 @@ def test_ids_select_devices(value, gpus, migs):
     selection = select(value)
     assert [g.index for g in selection.gpus] == gpus
     assert [m.uuid for m in selection.mig_devices] == migs
+
+
+def test_all_is_what_a_generated_spec_lists_and_brings_every_gpu_node():
+    """One meaning of `all` for every mode: the resolver (jit-cdi, legacy, nvidia-container-cli) and
+    the spec's devices (cdi mode's nvidia.com/gpu=all) come from Inventory.all_devices."""
+    from cdi.generate import select_generate_devices
+
+    selection = select("all")
+    assert list(selection.gpus) + list(selection.mig_devices) == INVENTORY.all_devices() \
+        == select_generate_devices(INVENTORY)
+    assert selection.all_gpus(INVENTORY) == (T4, RTX, A100)   # the MIG parent's node comes along
 
 
 def test_mig_device_brings_its_parent():

@@ -148,9 +148,11 @@ def test_an_unknown_strategy_is_an_error(sim_inventory):
 
 def test_spec_devices_and_the_all_device(sim_host, sim_inventory):
     devices = build_spec_devices(builder(sim_host, sim_inventory), strategies=["index"])
-    assert [d.name for d in devices] == ["0", "1", "1:0", "1:1", ALL_DEVICE]
+    # GPU 1 is in MIG mode: only its MIG devices are devices (as in NVIDIA's specs)
+    assert [d.name for d in devices] == ["0", "1:0", "1:1", ALL_DEVICE]
     every = [n.path for n in devices[-1].container_edits.device_nodes]
     assert len(every) == len(set(every)) == 2 + 4  # two GPU nodes, two cap nodes per MIG device
+    assert "/dev/nvidia1" in every                  # the MIG devices bring their parent's node
     assert not build_spec_devices(builder(sim_host, sim_inventory), all_device=False)[-1].name == ALL_DEVICE
 
 

@@ -40,10 +40,11 @@ def uuids(sim_inventory):
 
 
 @pytest.mark.parametrize("strategies, expected", [
-    ([], ["0", "G0", "1", "G1", "1:0", "M0", "1:1", "M1", "all"]),          # default: index and uuid
-    (["index"], ["0", "1", "1:0", "1:1", "all"]),
-    (["uuid"], ["G0", "G1", "M0", "M1", "all"]),
-    (["type-index"], ["gpu0", "gpu1", "mig1:0", "mig1:1", "all"]),
+    # GPU 1 is in MIG mode: it is described by its MIG devices, not as a whole GPU (as NVIDIA's tool)
+    ([], ["0", "G0", "1:0", "M0", "1:1", "M1", "all"]),          # default: index and uuid
+    (["index"], ["0", "1:0", "1:1", "all"]),
+    (["uuid"], ["G0", "M0", "M1", "all"]),
+    (["type-index"], ["gpu0", "mig1:0", "mig1:1", "all"]),
 ])
 def test_names_for_each_strategy(sim_host, uuids, strategies, expected):
     args = [a for s in strategies for a in ("--device-name-strategy", s)]
