@@ -29,7 +29,13 @@
 
 #include "cdi_hook.h"
 #include "launcher_config.h"
+#include "launcher_identity.c"   /* whether a file is one of us (a runtime must not be) */
 #include "runtime_passthrough.c" /* the runtime shim's fast path: runtime commands without Python */
+
+/* What makes this binary (and every copy, link and other installation of it) recognisable as a launcher
+ * of this toolkit: an ELF note in a PT_NOTE segment (launcher_identity.c reads it). */
+__attribute__((section(".note.gpu-container-toolkit"), used, aligned(4)))
+static const struct gct_launcher_note launcher_note = GCT_LAUNCHER_NOTE_INIT;
 
 struct program {
     const char *name;   /* installed file name */

@@ -14,8 +14,9 @@
  *     writes what it resolved into a small cache file (runtime_shim/runtime_cache.py), keyed on the
  *     config path, the config file's identity (dev, inode, size, mtime, ctime, or "missing") and the
  *     PATH the runtime is searched in. Anything missing, stale, unreadable, not owned by us or
- *     writable by others, and a runtime that cannot be executed, all mean: start Python, which
- *     decides, writes a fresh cache and execs the runtime itself.
+ *     writable by others, a runtime that is one of our own launchers (launcher_identity.c) and a
+ *     runtime that cannot be executed, all mean: start Python, which decides, writes a fresh cache
+ *     and execs the runtime itself (or says in one line why it cannot).
  *
  * `create` and `run` of a container that asks for no GPU need no Python either: config.json is left
  * untouched then. The launcher finds the bundle with runc's command-level rules (only the bundle
@@ -280,6 +281,11 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
         return;
     if (cache_field(text, "runtime", runtime, sizeof(runtime)) != 0 || runtime[0] != '/' ||
         !search_dirs_unchanged(text))
+        return;
+    /* A runtime that is one of our launchers would exec us again, for ever: the cache was written when
+     * it was something else (a file replaced in place leaves its directory's mtime alone). Python
+     * refuses it in one line. */
+    if (gct_is_launcher(runtime))
         return;
     int index = runc_command_index(argc, argv);
     const char *bundle = NULL;

@@ -111,7 +111,9 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
     config = load_config(config_path, environ, use_cache=True)
     setup_logging(program, config, command)
     search_path = runtime_cache.search_path(environ)
-    runtime = find_low_level_runtime(config.nvidia_container_runtime.runtimes, search_path, launcher_exe)
+    # resolved and checked before config.json is edited: one that cannot be started fails the create
+    # with the bundle untouched
+    runtime = find_low_level_runtime(config.nvidia_container_runtime.runtimes, search_path)
     debug_log = config.nvidia_container_runtime.debug
     runtime_cache.write_cache(environ, identity, runtime,
                               debug_log if debug_log and debug_log != "/dev/null" else None,
@@ -149,6 +151,9 @@ def main() -> int:
         report(program, ShimError(f"unexpected {type(exc).__name__}: {exc}"), args)
         return 1
     try:
+        # checked by find_low_level_runtime before config.json was edited; one removed or replaced in
+        # between (an admin's upgrade of runc at that moment) still fails here, with the bundle edited:
+        # accepted, the next create is checked again
         os.execve(runtime, [runtime, *args], environ)
     except OSError as exc:
         report(program, ShimError(f"cannot execute the low-level runtime: {exc.strerror}", runtime), args)
