@@ -12,7 +12,8 @@ from tests.e2e.shim_host import GPU_REPORT, GpuHost, ShimLifecycle, shim_env, wr
 from tests.support import leftovers
 
 MODEL = "NVIDIA A100-SXM4-40GB"
-REQUESTS = ("0", "1", "1:0", "1:1")   # what the containers ask for, in turn
+# what the containers ask for, in turn (GPU 1 is in MIG mode: not a device of its own in the CDI spec)
+REQUESTS = ("0", "1:0", "1:1")
 MODES = ("legacy", "cdi", "jit-cdi")
 COMMON_NODES = ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"]
 # legacy and jit-cdi give what the capabilities need (nvidia-modeset only with display, as

@@ -25,7 +25,7 @@ class Profile:
 
 FULL = Profile("full", containers_at_once=32, generates_at_once=32, sequential_rshared=50, soak_lifecycles=500,
                soak_samples=10, fuzz_cases=10_000, fuzz_call_timeout=5.0)
-SHORT = Profile("short", containers_at_once=8, generates_at_once=8, sequential_rshared=10, soak_lifecycles=30,
+SHORT = Profile("short", containers_at_once=8, generates_at_once=8, sequential_rshared=10, soak_lifecycles=36,
                 soak_samples=3, fuzz_cases=300, fuzz_call_timeout=5.0)
 
 
