@@ -15,6 +15,7 @@ from ctk.errors import run_cli
 # command name -> "module:attribute" of a click command or group
 COMMANDS = {
     "cdi": "ctk.cdi_cmd:cdi",
+    "config": "ctk.config_cmd:config",
     "info": "ctk.info_cmd:info",
     "simulate": "ctk.simulate_cmd:simulate",
     "runtime": "ctk.runtime_cmd:runtime",
