@@ -9,6 +9,9 @@ dicts and lists, changed where the edits say, and written back whole.
 config.json must be a regular file in the bundle itself: a symlink there is refused (opened with
 O_NOFOLLOW, as the prestart hook reads it), since writing the edits through it would change a file
 outside the bundle. The rename replaces the directory entry, never what a link there points to.
+
+A writer killed between creating its temp file and the rename (SIGKILL) leaves the file behind; the next
+write in that bundle removes it (remove_stale_temp_files: by a lock the writer holds, not by age).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from cdi.regular_file import read_regular_file
 from runtime_shim.errors import ShimError
 
 CONFIG_NAME = "config.json"
+TEMP_PREFIX, TEMP_SUFFIX = f".{CONFIG_NAME}.", ".tmp"
 MAX_SPEC_BYTES = 64 * 1024 * 1024
 
 
@@ -63,11 +67,10 @@ def write_spec(bundle: str, document: dict) -> None:
         raise ShimError(f"cannot stat the OCI spec: {exc.strerror}", path) from None
     if not stat.S_ISREG(st.st_mode):  # replaced since read_spec opened it
         raise ShimError("the OCI spec is no longer a regular file", path)
+    remove_stale_temp_files(directory)
     tmp = None
     try:
-        name = _temp_name(directory)
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        tmp = name  # ours from here on: removed again if anything below fails
+        fd, tmp = _create_locked_temp(directory)  # ours from here on: removed again if anything below fails
         try:
             view = memoryview(data)
             while view:
@@ -76,10 +79,10 @@ def write_spec(bundle: str, document: dict) -> None:
             if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
                 os.fchown(fd, st.st_uid, st.st_gid)
             os.fsync(fd)
+            os.rename(tmp, path)  # still locked: until here the temp file is visibly in use
+            tmp = None
         finally:
             os.close(fd)
-        os.rename(tmp, path)
-        tmp = None
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.fsync(dir_fd)
@@ -95,5 +98,71 @@ def write_spec(bundle: str, document: dict) -> None:
                 pass
 
 
-def _temp_name(directory: str) -> str:
-    return os.path.join(directory, f".{CONFIG_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+def _create_locked_temp(directory: str) -> tuple[int, str]:
+    """A new temp file of ours, open and locked (see remove_stale_temp_files): (fd, path)."""
+    for _ in range(8):
+        name = os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.lockf(fd, os.F_LOCK, 0)
+            # a cleaner that took the lock between our create and our lock has removed the name:
+            # then start again with a new one
+            if os.stat(name, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return fd, name
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "temp files keep disappearing", directory)
+
+
+def is_temp_name(name: str) -> bool:
+    """`.config.json.<pid>.<8 hex digits>.tmp`, the names write_spec gives its temp files."""
+    if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
+        return False
+    pid, dot, token = name[len(TEMP_PREFIX):-len(TEMP_SUFFIX)].partition(".")
+    return (bool(dot) and pid.isascii() and pid.isdigit() and len(token) == 8
+            and all(c in "0123456789abcdef" for c in token))
+
+
+def remove_stale_temp_files(directory: str) -> None:
+    """Remove the temp files of writers that died (a SIGKILLed shim leaves one in the bundle).
+
+    A writer holds a POSIX lock on its temp file from just after creating it until after the rename
+    (_create_locked_temp), and the kernel drops the lock when the writer dies, whatever killed it. So an
+    unlocked file of ours is a dead writer's, and one that is locked is in use: liveness, not age (a
+    time limit would keep fresh leftovers and could still take a slow writer's file; a pid in the name
+    could be reused, or belong to another pid namespace). The lock is taken before the unlink and held
+    across it, so a writer that created its file an instant ago waits in its own lock, then finds its
+    name gone and picks another. Only names of our pattern that are regular files are touched (lstat
+    first: links, directories, FIFOs and devices are never opened), opened with O_NOFOLLOW; a file
+    replaced between the lstat and the open is left alone. Best effort: nothing here fails a create."""
+    try:
+        names = [n for n in os.listdir(directory) if is_temp_name(n)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            # O_WRONLY: a POSIX write lock needs a descriptor open for writing (nothing is written)
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+                continue
+            os.lockf(fd, os.F_TLOCK, 0)  # EAGAIN/EACCES: a live writer holds it
+            if os.stat(path, follow_symlinks=False).st_ino == st.st_ino:
+                os.unlink(path)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+
+

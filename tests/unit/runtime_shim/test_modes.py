@@ -211,3 +211,24 @@ def test_read_spec_refuses_a_symlink(tmp_path):
     os.symlink("real.json", tmp_path / "config.json")
     with pytest.raises(ShimError, match="the OCI spec is a symbolic link"):
         read_spec(str(tmp_path))
+
+
+def test_a_writer_whose_temp_file_was_cleaned_away_takes_another(tmp_path, monkeypatch):
+    """A cleaner may lock and remove a temp file in the instant between its create and its writer's lock:
+    the writer sees its name gone and starts again with a new one."""
+    from runtime_shim import bundle_spec
+
+    real_lockf, names = os.lockf, []
+
+    def cleaned_first(fd, command, length):
+        real_lockf(fd, command, length)
+        if not names:
+            [name] = [n for n in os.listdir(tmp_path) if bundle_spec.is_temp_name(n)]
+            names.append(name)
+            os.unlink(tmp_path / name)
+
+    monkeypatch.setattr(os, "lockf", cleaned_first)
+    fd, path = bundle_spec._create_locked_temp(str(tmp_path))
+    os.close(fd)
+    assert os.path.basename(path) != names[0]
+    assert os.listdir(tmp_path) == [os.path.basename(path)]

@@ -259,3 +259,75 @@ def test_relative_cache_dir_disables_every_cache(shim, tmp_path):
     shim.reset()
     assert shim.run("state", "ctr", env=env, cwd=bundle).returncode == 0
     assert shim.python_ran()
+
+
+KILLED_WRITER = """
+import os, signal, sys
+sys.path[:0] = {path!r}
+from runtime_shim import bundle_spec
+os.rename = lambda *a: os.kill(os.getpid(), signal.SIGKILL)   # killed with its temp file written
+document, _ = bundle_spec.read_spec(sys.argv[1])
+bundle_spec.write_spec(sys.argv[1], document)
+"""
+
+HOLDER = """
+import sys, time
+sys.path[:0] = {path!r}
+from runtime_shim import bundle_spec
+fd, name = bundle_spec._create_locked_temp(sys.argv[1])   # a live writer, in the middle of its work
+print(name, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_temp_files_of_killed_writers_are_removed_by_the_next_create(shim, tmp_path):
+    """A SIGKILLed shim leaves `.config.json.<pid>.<hex>.tmp` in the bundle (issue 16.11): the next create
+    removes such files when no live writer holds them, and touches nothing else."""
+    import subprocess
+    import sys
+
+    from tests.unit.runtime_shim.test_hot_path import REPO
+
+    path = [str(REPO)]
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER.format(path=path), str(bundle)], timeout=60)
+    assert killed.returncode == -9
+    [leftover] = [p for p in bundle.iterdir() if p.name != "config.json"]
+    assert leftover.name.startswith(".config.json.") and leftover.stat().st_size > 0
+
+    outside = tmp_path / "outside"
+    outside.write_text("keep")
+    decoys = {".config.json.1.0000000a.tmp": "symlink", ".config.json.2.0000000b.tmp": "dir",
+              ".config.json.3.0000000c.tmp": "fifo", ".config.json.x.0000000d.tmp": "file",
+              ".config.json.4.0000000G.tmp": "file", ".config.json.5.000000e.tmp": "file",
+              "config.json.6.0000000f.tmp": "file"}
+    for name, kind in decoys.items():
+        if kind == "symlink":
+            (bundle / name).symlink_to(outside)
+        elif kind == "dir":
+            (bundle / name).mkdir()
+        elif kind == "fifo":
+            os.mkfifo(bundle / name)
+        else:
+            (bundle / name).write_text("not ours")
+    result = create(shim, bundle)
+    assert result.returncode == 0, result.stderr
+    assert "/dev/nvidia0" in (bundle / "config.json").read_text()
+    assert not leftover.exists()
+    assert sorted(p.name for p in bundle.iterdir()) == sorted(["config.json", *decoys])
+    assert outside.read_text() == "keep" and (bundle / ".config.json.1.0000000a.tmp").is_symlink()
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(path=path), str(bundle)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        held = holder.stdout.readline().strip()
+        assert os.path.exists(held)
+        make_bundle(bundle, minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+        assert create(shim, bundle).returncode == 0
+        assert os.path.exists(held)                       # a live writer's file is left alone
+    finally:
+        holder.communicate("", timeout=30)
+    # the holder is gone now: its file is a leftover like any other
+    make_bundle(bundle, minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"]))
+    assert create(shim, bundle).returncode == 0
+    assert not os.path.exists(held)
