@@ -21,12 +21,16 @@ class Profile:
     soak_samples: int            # how often the soak measures fds, mounts and files
     fuzz_cases: int              # hypothesis examples per parser
     fuzz_call_timeout: float     # seconds one parser call may take before it counts as a hang
+    hook_kill_until_ms: int      # the prestart hook is SIGKILLed after 0, step, 2 step ... this many ms
+    hook_kill_step_ms: int
 
 
 FULL = Profile("full", containers_at_once=32, generates_at_once=32, sequential_rshared=50, soak_lifecycles=500,
-               soak_samples=10, fuzz_cases=10_000, fuzz_call_timeout=5.0)
+               soak_samples=10, fuzz_cases=10_000, fuzz_call_timeout=5.0, hook_kill_until_ms=250,
+               hook_kill_step_ms=10)
 SHORT = Profile("short", containers_at_once=8, generates_at_once=8, sequential_rshared=10, soak_lifecycles=36,
-                soak_samples=3, fuzz_cases=300, fuzz_call_timeout=5.0)
+                soak_samples=3, fuzz_cases=300, fuzz_call_timeout=5.0, hook_kill_until_ms=200,
+                hook_kill_step_ms=40)
 
 
 def current() -> Profile:
