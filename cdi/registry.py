@@ -23,7 +23,8 @@ DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 SPEC_SUFFIXES = (".json", ".yaml")
 # On tmpfs like /var/run/cdi itself: verdicts do not outlive the specs generated at boot.
 DEFAULT_CACHE_PATH = "/var/run/nvidia-container-toolkit/cdi-validated.json"
-# Lets tests (and unusual hosts) move the cache; set but empty = keep verdicts in memory only.
+CACHE_FILE_NAME = "cdi-validated.json"
+# Lets tests (and unusual hosts) move the cache; set but empty (or relative) = keep verdicts in memory only.
 CACHE_PATH_ENV = "NVIDIA_CTK_CDI_CACHE_FILE"
 
 
@@ -48,53 +49,75 @@ class Registry(Record):
             self.cache = ValidatedSpecCache()
         self.refresh()
 
-    def spec_files(self) -> list[tuple[int, str]]:
-        files = []
+    def spec_files(self) -> tuple[set[str], list[tuple[int, str]]]:
+        """(the dirs listed, as their files' dirname reads, and every spec file in them by priority)"""
+        listed, files = set(), []
         for priority, directory in enumerate(self.spec_dirs):
             try:
                 names = sorted(os.listdir(directory))
             except FileNotFoundError:
-                continue
+                names = []
             except OSError as exc:
                 self.problems.append(Problem(directory, "$", "read", exc.strerror or str(exc)))
                 continue
+            listed.add(os.path.dirname(os.path.join(directory, "x")))
             files += [(priority, os.path.join(directory, n)) for n in names if n.endswith(SPEC_SUFFIXES)]
-        return files
+        return listed, files
 
     def load_spec(self, path: str) -> Spec | None:
         """The spec in path, validated (or known valid from the cache); None and a problem if not."""
         try:
             data, st = read_spec_bytes(path)
-            document = self.cache.document(path, st)  # a YAML file seen before: no YAML parser needed
-            if document is None:
-                document = parse_spec_text(data.decode("utf-8"), path)
+        except SpecError as exc:
+            self.problems.append(Problem(path, "$", "parse", exc.what))
+            return None
+        except OSError as exc:
+            self.problems.append(Problem(path, "$", "read", exc.strerror or str(exc)))
+            return None
+        if self.cache.is_valid(path, st):
+            spec = self._known_valid(path, st, data)
+            if spec is not None:
+                return spec
+            self.cache.forget(path)   # a verdict that does not hold (a damaged cache): judged again
+        try:
+            document = parse_spec_text(data.decode("utf-8"), path)
         except SpecError as exc:
             self.problems.append(Problem(path, "$", "parse", exc.what))
             return None
         except UnicodeDecodeError:
             self.problems.append(Problem(path, "$", "parse", "not UTF-8 text"))
             return None
-        except OSError as exc:
-            self.problems.append(Problem(path, "$", "read", exc.strerror or str(exc)))
-            return None
-        if not self.cache.is_valid(path, st):
-            from cdi.validate import validate_document
+        from cdi.validate import validate_document
 
-            problems = validate_document(document, path)
-            if problems:
-                self.problems += problems
-                return None
-            self.cache.remember(path, st, document if is_yaml_path(path) else None)
+        problems = validate_document(document, path)
+        if problems:
+            self.problems += problems
+            return None
         try:
-            return Spec.from_dict(document)
+            spec = Spec.from_dict(document)
         except SpecError as exc:
             self.problems.append(Problem(path, exc.where or "$", "type", exc.what))
+            return None
+        self.cache.remember(path, st, document if is_yaml_path(path) else None)
+        return spec
+
+    def _known_valid(self, path: str, st: os.stat_result, data: bytes) -> Spec | None:
+        """The spec of a file the cache says is valid: the document kept for a YAML file (no YAML
+        parser needed), else the file's own JSON; None when that does not make a spec after all."""
+        try:
+            document = self.cache.document(path, st)
+            if document is None:
+                if is_yaml_path(path):
+                    return None
+                document = parse_spec_text(data.decode("utf-8"), path)
+            return Spec.from_dict(document)
+        except (SpecError, UnicodeDecodeError):
             return None
 
     def refresh(self) -> None:
         self.devices, self.problems, self.conflicts = {}, [], []
         conflicted: dict[str, int] = {}  # name -> priority at which it conflicts
-        files = self.spec_files()
+        listed, files = self.spec_files()
         for priority, path in files:
             spec = self.load_spec(path)
             if spec is None:
@@ -110,7 +133,7 @@ class Registry(Record):
                     del self.devices[name]
                     continue
                 self.devices[name] = RegisteredDevice(name, device, spec, path, priority)
-        self.cache.retain({path for _, path in files})
+        self.cache.retain(listed, {path for _, path in files})
         self.cache.save()
 
     def edits_for(self, names: list[str]) -> ContainerEdits:
@@ -140,10 +163,19 @@ class Registry(Record):
 
 
 def default_cache_path(environ: dict | None = None) -> str | None:
+    """`$NVIDIA_CTK_CDI_CACHE_FILE` when it is set (empty or relative: None, in memory only: a relative
+    path would land in whatever the cwd is, under containerd the bundle), else DEFAULT_CACHE_PATH."""
+    return cache_path_in(environ, os.path.dirname(DEFAULT_CACHE_PATH))
+
+
+def cache_path_in(environ: dict | None, cache_dir: str | None) -> str | None:
+    """`$NVIDIA_CTK_CDI_CACHE_FILE` as default_cache_path reads it, else cdi-validated.json in cache_dir
+    (the shim's `$NVIDIA_CTK_CACHE_DIR`); None (memory only) when cache_dir is None or relative."""
     environ = os.environ if environ is None else environ
     if CACHE_PATH_ENV in environ:
-        return environ[CACHE_PATH_ENV] or None
-    return DEFAULT_CACHE_PATH
+        value = environ[CACHE_PATH_ENV]
+        return value if os.path.isabs(value) else None
+    return os.path.join(cache_dir, CACHE_FILE_NAME) if cache_dir and os.path.isabs(cache_dir) else None
 
 
 def open_registry(config, cache_path: str | os.PathLike | None | bool = True) -> Registry:

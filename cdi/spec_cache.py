@@ -17,14 +17,22 @@ import stat
 
 from cdi import json_codec
 from cdi.log import get_logger
+from cdi.regular_file import read_regular_file
 
 MAX_CACHE_BYTES = 64 * 1024 * 1024
+MAX_ENTRIES = 1024   # spec files; a host has a handful
 
 log = get_logger(__name__)  # imports logging only when a message can be shown
 
 
 def _identity(path: str, st: os.stat_result) -> tuple:
     return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _is_entry(entry: object) -> bool:
+    """[path, dev, ino, size, mtime_ns, ctime_ns, document or null], as _write writes them."""
+    return (isinstance(entry, list) and len(entry) == 7 and isinstance(entry[0], str)
+            and all(type(n) is int for n in entry[1:6]) and (entry[6] is None or isinstance(entry[6], dict)))
 
 
 class ValidatedSpecCache:
@@ -46,26 +54,26 @@ class ValidatedSpecCache:
         return self._schema
 
     def _load(self) -> None:
+        """The verdicts of the file, if it can be trusted and has the right shape; else none: a cache
+        that is missing, damaged, foreign or not a file at all costs a validation, never a start."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+            data, st = read_regular_file(self.path, MAX_CACHE_BYTES, follow_symlinks=False)
+        except (OSError, ValueError):   # missing, a link, a directory, a FIFO, too large
             return
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            # a verdict anyone else could have written is worth nothing
-            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
-                    or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
-                log.warning("ignoring CDI validation cache %s: not a file owned by us and writable only by us",
-                               self.path)
-                return
-            try:
-                data = json_codec.loads(f.read(MAX_CACHE_BYTES))
-            except (ValueError, RecursionError):
-                return
-        if not isinstance(data, dict) or data.get("schema") != self._schema_key():
+        # a verdict anyone else could have written is worth nothing
+        if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            log.warning("ignoring CDI validation cache %s: not a file owned by us and writable only by us",
+                        self.path)
             return
-        for entry in data.get("entries", []):
-            if isinstance(entry, list) and len(entry) == 7 and isinstance(entry[6], (dict, type(None))):
+        try:
+            document = json_codec.loads(data)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(document, dict) or document.get("schema") != self._schema_key():
+            return
+        entries = document.get("entries")
+        for entry in entries if isinstance(entries, list) else ():
+            if _is_entry(entry):
                 self._entries[tuple(entry[:6])] = entry[6]
 
     def is_valid(self, path: str, st: os.stat_result) -> bool:
@@ -82,9 +90,20 @@ class ValidatedSpecCache:
             self._entries[key] = document
             self._dirty = True
 
-    def retain(self, paths: set[str]) -> None:
-        """Forget files that are gone, so the cache holds no more entries than the spec dirs hold files."""
-        kept = {k: v for k, v in self._entries.items() if k[0] in paths}
+    def forget(self, path: str) -> None:
+        """Drop the verdict on path (one that did not hold: the file is judged again)."""
+        kept = {k: v for k, v in self._entries.items() if k[0] != path}
+        if len(kept) != len(self._entries):
+            self._entries, self._dirty = kept, True
+
+    def retain(self, dirs: set[str], paths: set[str]) -> None:
+        """Forget files gone from `dirs`, the spec dirs just listed (`paths`: the files they hold).
+        Verdicts are kept per spec file, not per caller: the files of other dirs stay, since callers
+        with other spec dirs (two configs, one cache dir) share the cache; beyond MAX_ENTRIES only the
+        files just listed are kept."""
+        kept = {k: v for k, v in self._entries.items() if k[0] in paths or os.path.dirname(k[0]) not in dirs}
+        if len(kept) > MAX_ENTRIES:
+            kept = {k: v for k, v in kept.items() if k[0] in paths}
         if len(kept) != len(self._entries):
             self._entries, self._dirty = kept, True
 
@@ -94,7 +113,7 @@ class ValidatedSpecCache:
             return
         try:
             self._write()
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:   # only costs a validation next time
             log.debug("cannot write CDI validation cache %s: %s", self.path, exc)
 
     def _write(self) -> None:

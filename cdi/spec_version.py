@@ -3,7 +3,8 @@
 Writers emit the OLDEST version the content needs, because consumers accept only the versions they
 know (podman 4.3: 0.2.0..0.5.0); readers reject a spec that declares an older version than its
 content needs, since a consumer of that version would silently ignore the newer fields.
-Works on the raw document (a dict) so the validator can use it before any type conversion.
+Works on the raw document (a dict) so the validator can use it before any type conversion, on documents
+the schema has refused too: every member is looked at only when it has the type it should have.
 """
 from __future__ import annotations
 
@@ -21,10 +22,15 @@ def _edits(document: dict) -> list[dict]:
     out = []
     if isinstance(document.get("containerEdits"), dict):
         out.append(document["containerEdits"])
-    for device in document.get("devices") or []:
-        if isinstance(device, dict) and isinstance(device.get("containerEdits"), dict):
+    for device in _devices(document):
+        if isinstance(device.get("containerEdits"), dict):
             out.append(device["containerEdits"])
     return out
+
+
+def _devices(document: dict) -> list[dict]:
+    devices = document.get("devices")
+    return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
 
 
 def _list(edits: dict, key: str) -> list:
@@ -40,7 +46,7 @@ def _requirements(document: dict) -> list[tuple[str, str]]:
         needs.append(("0.4.0", "a mount 'type'"))
     if any("hostPath" in d for e in edits for d in _list(e, "deviceNodes")):
         needs.append(("0.5.0", "a device node 'hostPath'"))
-    devices = [d for d in document.get("devices") or [] if isinstance(d, dict)]
+    devices = _devices(document)
     if any(isinstance(d.get("name"), str) and d["name"][:1].isdigit() for d in devices):
         needs.append(("0.5.0", "a device name starting with a digit"))
     if document.get("annotations") or any(d.get("annotations") for d in devices):

@@ -27,6 +27,10 @@ STRING_LIST_FIELDS = frozenset({"env", "args", "options"})
 TEXT_MAP_FIELDS = frozenset({"annotations"})
 
 _PLAIN = "tag:cdi.invalid,2024:plain"
+# what a CDI spec can hold, which is what JSON can: any other tag (!!binary, !!timestamp, !!set, !!omap,
+# !!pairs, !!merge, local ones) is refused where it stands
+_JSON_TAGS = frozenset({_PLAIN} | {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null",
+                                                                           "map", "seq")})
 
 # YAML 1.2 core schema
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -41,6 +45,10 @@ class PlainScalar(str):
     """The text of an unquoted scalar, typed later by the field it belongs to."""
 
 
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else repr(tag)
+
+
 class _Loader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         # CDI specs have no use for anchors; refusing aliases also rules out "billion laughs" documents
@@ -48,6 +56,24 @@ class _Loader(yaml.SafeLoader):
             mark = self.peek_event().start_mark
             raise yaml.composer.ComposerError(None, None, "aliases are not allowed in CDI specs", mark)
         return super().compose_node(parent, index)
+
+    def construct_object(self, node, deep=False):
+        # a tag's constructor fails with whatever Python raises (`!!int /dev/x`: ValueError, `!!bool maybe`:
+        # KeyError, 5000 digits: ValueError): a YAML error at the node, like every other problem of the text
+        if node.tag not in _JSON_TAGS:
+            raise yaml.constructor.ConstructorError(None, None, f"tag {_short_tag(node.tag)} is not allowed in CDI "
+                                                    "specs", node.start_mark)
+        if isinstance(node, yaml.MappingNode):   # JSON's keys are text: `!!int 5: x` and `? [a]` are not
+            for key_node, _ in node.value:
+                if key_node.tag not in (_PLAIN, "tag:yaml.org,2002:str"):
+                    raise yaml.constructor.ConstructorError(None, None, "a mapping key must be text",
+                                                            key_node.start_mark)
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise yaml.constructor.ConstructorError(None, None, f"not a {_short_tag(node.tag)}: {problem}",
+                                                    node.start_mark) from None
 
 
 # every plain scalar resolves to our tag (quoted ones stay str); a copy, so SafeLoader is untouched
@@ -107,9 +133,9 @@ def load_yaml_document(text: str | bytes, path: str) -> Any:
         raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        at = f": line {mark.line + 1} column {mark.column + 1}" if mark else ""   # as json's messages say it
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"invalid YAML: {problem}", where) from None
+        raise SpecError(f"invalid YAML: {problem}{at}", path) from None
     except RecursionError:
         raise SpecError("invalid YAML: nested too deeply", path) from None
     return _typed(raw, None)

@@ -105,7 +105,8 @@ def _message(error) -> str:
 def _semantic_problems(document: dict, file: str) -> list[Problem]:
     problems = []
     seen: dict[str, int] = {}
-    for i, device in enumerate(document.get("devices") or []):
+    devices = document.get("devices")
+    for i, device in enumerate(devices if isinstance(devices, list) else []):
         name = device.get("name") if isinstance(device, dict) else None
         if isinstance(name, str):
             if name in seen:

@@ -72,10 +72,10 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
     def open_registry():
         nonlocal registry
         if registry is None:
-            from cdi.registry import open_registry as open_spec_dirs
+            from cdi.registry import cache_path_in, open_registry as open_spec_dirs
 
-            cache_dir = runtime_cache.cache_dir(environ)  # None: a relative one, no cache (memory only)
-            registry = open_spec_dirs(config, os.path.join(cache_dir, "cdi-validated.json") if cache_dir else None)
+            # NVIDIA_CTK_CDI_CACHE_FILE, else in the cache dir (None: a relative one, no cache: memory only)
+            registry = open_spec_dirs(config, cache_path_in(environ, runtime_cache.cache_dir(environ)))
             for problem in registry.problems:
                 log.warning("CDI spec skipped: %s", problem)
             for conflict in registry.conflicts:
