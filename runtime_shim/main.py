@@ -21,7 +21,7 @@ from cdi.errors import CdiError, message_line  # noqa: E402
 from runtime_shim import runtime_cache  # noqa: E402
 from runtime_shim.errors import ShimError, append_line, runc_log_line  # noqa: E402
 from runtime_shim.runc_argv import RuncCommand, parse_runc_argv  # noqa: E402
-from runtime_shim.shim_log import log  # noqa: E402
+from runtime_shim.shim_log import log, warning_stream  # noqa: E402
 
 ENVIRON_FD = "GCT_LAUNCHER_ENVIRON_FD"
 LAUNCHER_EXE = "GCT_LAUNCHER_EXE"
@@ -127,10 +127,14 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
 
 
 def report(program: str, error: Exception, args: list[str]) -> None:
-    """One line on stderr; the same in runc's --log file (in its format) so engines show it."""
+    """One line on stderr (the real one: sys.stderr is the log's, see main); the same in runc's --log
+    file (in its format) so engines show it. Warnings held until then go to runc's log first."""
     message = message_line(program, "error", str(error))
-    print(message, file=sys.stderr, flush=True)
     command = parse_runc_argv(args)
+    if log.held is not None:
+        log.runc_path, log.runc_format = command.log_file, command.log_format
+        log.release()
+    print(message, file=sys.__stderr__, flush=True)
     if command.log_file:
         append_line(command.log_file, runc_log_line(message, "error", command.log_format))
 
@@ -139,6 +143,11 @@ def main() -> int:
     program = os.path.basename(sys.argv[0]) or "nvidia-container-runtime"
     args = sys.argv[1:]
     launcher_exe = os.environ.get(LAUNCHER_EXE)
+    # Warnings never reach stderr, which for a create is the container's own stdio under docker and
+    # containerd: they go to the debug log and runc's log (runtime_shim.shim_log), held until the config
+    # says where the debug log is.
+    log.hold(program)
+    sys.stderr = warning_stream()
     try:
         environ = caller_environment()
         runtime = run(program, args, environ, launcher_exe)

@@ -82,6 +82,30 @@ def test_docker_runs_gpu_containers_through_the_shim(setup, workdir, private_doc
             f"(spec dirs {setup['host'].spec_dir})") in failed.stderr
 
 
+def test_docker_a_config_warning_stays_out_of_the_containers_output(setup, workdir, private_dockerd):
+    """Under docker the shim's stderr during create is the container's own stdio: a config warning (an
+    unknown key) printed there showed in `docker run`'s output and `docker logs`, without a program name
+    (issue 14.11). It belongs in the shim's debug log and runc's log."""
+    config = workdir / "warn.toml"
+    debug_log = workdir / "shim-warn.log"
+    write_shim_config(config, setup["host"], runtime="runc", mode="cdi", debug_log=debug_log)
+    config.write_text(config.read_text().replace("[nvidia-container-runtime]\n",
+                                                 "[nvidia-container-runtime]\nno-such-key = true\n"))
+    daemon_json = workdir / "daemon.json"
+    daemon_json.write_text(json.dumps({"runtimes": {"nvidia": {"path": str(SHIM)}}, "storage-driver": "vfs"}))
+    daemon = private_dockerd(daemon_json, env={**setup["env"], "NVIDIA_CTK_CONFIG_FILE_PATH": str(config)})
+    docker(daemon, "import", str(setup["tar"]), "gct-glibc:latest")
+    name = f"gct-warn-{uuid.uuid4().hex[:8]}"
+    ran = docker(daemon, "run", "--name", name, "--network", "none", "--runtime=nvidia",
+                 "-e", "NVIDIA_VISIBLE_DEVICES=0", "gct-glibc:latest", "sh", "-c", "echo out; echo err >&2")
+    assert ran.stdout == "out\n" and ran.stderr == "err\n"
+    logs = docker(daemon, "logs", name)
+    assert (logs.stdout, logs.stderr) == ("out\n", "err\n")
+    docker(daemon, "rm", name)
+    assert (f'level=warning msg="nvidia-container-runtime: unknown config key nvidia-container-runtime.no-such-key '
+            f'ignored ({config})"') in debug_log.read_text()
+
+
 # -- containerd 1.6: ctr run --runc-binary ------------------------------------------------------------
 
 def containerd_config(workdir):

@@ -331,3 +331,27 @@ def test_temp_files_of_killed_writers_are_removed_by_the_next_create(shim, tmp_p
     make_bundle(bundle, minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"]))
     assert create(shim, bundle).returncode == 0
     assert not os.path.exists(held)
+
+
+def test_config_warnings_go_to_the_logs_never_to_stderr(shim, tmp_path):
+    """For a create, the shim's stderr is the container's own stdio under docker and containerd (issue
+    14.11: an unknown config key printed a bare warning into the container's output). Warnings go to
+    runc's --log and the debug log, with the program's name; stderr stays empty."""
+    shim.write_config(f'mode = "cdi"\nno-such-key = 1\n[nvidia-container-runtime.modes.cdi]\n'
+                      f'spec-dirs = ["{shim.spec_dir}"]\n')
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    result = create(shim, bundle)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and result.stdout == ""
+    [line] = (bundle / "log.json").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["level"] == "warning"
+    assert entry["msg"] == f"nvidia-container-runtime: unknown config key nvidia-container-runtime.no-such-key ignored ({shim.config})"
+    assert "level=warning msg=\"nvidia-container-runtime: unknown config key" in shim.debug_log.read_text()
+    # a failure still prints its one error line on stderr; the warning before it reaches runc's log
+    shim.write_config('no-such-key = 1\nmode = 5\n')
+    (bundle / "log.json").unlink()
+    result = create(shim, bundle)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("nvidia-container-runtime: error: ")
+    assert [json.loads(x)["level"] for x in (bundle / "log.json").read_text().splitlines()] == ["warning", "error"]
