@@ -170,8 +170,11 @@ def _features(table: object, source: str) -> frozenset[str]:
         raise ConfigError(f"features must be a table, not {type(table).__name__}", source)
     enabled = set()
     for name, value in table.items():
-        if name not in FEATURES:
+        if name not in FEATURES:   # whatever its value: a newer toolkit's flag must not block any container
             log.warning("unknown feature features.%s ignored (%s)", name, source)
+            if value is True:
+                enabled.add(name)
+            continue
         if not isinstance(value, bool):
             raise ConfigError(f"features.{name} must be a boolean, not {type(value).__name__}", source)
         if value:

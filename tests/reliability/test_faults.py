@@ -232,9 +232,7 @@ def _damage(path: Path, how: str, victim: Path) -> None:
         path.chmod(0o666)
 
 
-@pytest.mark.parametrize("how", [pytest.param(how, marks=pytest.mark.xfail(
-    reason="issue 16.3: a verdict cache that is a directory fails every cdi start")) if how == "directory" else how
-                                 for how in CACHE_FAULTS])
+@pytest.mark.parametrize("how", CACHE_FAULTS)
 def test_damaged_cache_files(gpu_host, template, tmp_path, figures, how):
     """Every file in the cache dir (launcher's runtime cache, CDI verdicts, kept config), damaged one at a
     time after a first start: the next start still gets the right devices, and a symlink is not

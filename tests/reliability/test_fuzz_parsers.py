@@ -157,7 +157,6 @@ def test_annotations(profile, figures, registry):
     fuzz(target, strategies.st.tuples(strategies.st.sampled_from(CONFIGS), strategies.annotations), profile, figures)
 
 
-@pytest.mark.xfail(reason='issue 16.2: a malformed spec (`"devices": true`, YAML `path: !!int /dev/x`) is a traceback')
 @pytest.mark.parametrize("form", ["json", "yaml"])
 def test_cdi_spec(profile, figures, tmp_path, form):
     """A spec file as `nvidia-ctk cdi validate` reads it and as the shim's registry loads and applies it."""

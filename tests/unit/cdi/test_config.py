@@ -96,6 +96,18 @@ def test_unknown_keys_are_warned_about(tmp_path, caplog):
     assert config.feature("future-thing")
 
 
+@pytest.mark.parametrize("value", ['"yes"', "1", "[1]", "{ a = 1 }", "2024-01-01"])
+def test_an_unknown_feature_never_blocks_whatever_its_value(tmp_path, caplog, value):
+    """A newer toolkit's flag with a string (or any) value is a warning, as every unknown key is (it was
+    the warning, then an error that failed every GPU container)."""
+    path = tmp_path / "c.toml"
+    path.write_text(f"[features]\nfuture-thing = {value}\nallow-ldconfig-from-container = true\n")
+    with caplog.at_level(logging.WARNING):
+        config = load_config(path)
+    assert "unknown feature features.future-thing ignored" in caplog.text
+    assert config.features == frozenset({"allow-ldconfig-from-container"})
+
+
 @pytest.mark.parametrize("content, message", [
     ("x = [", "invalid TOML"),
     ('disable-require = "yes"', "disable-require must be a boolean"),
