@@ -77,7 +77,7 @@ def build(out_dir: Path, formats: tuple[str, ...], workdir: Path, pip_cache: Pat
             built.append(deb.build_deb(staged, project, latest.version, latest.maintainer, depends, HERE,
                                        workdir, out_dir))
         else:
-            requires = rpm.rpm_requires(env.python, metadata.rpm_library_dependencies(sonames))
+            requires = rpm.rpm_requires(env.python, metadata.rpm_library_dependencies(env.tree))
             built.append(rpm.build_rpm(staged, project, upstream, revision, requires, changelog, HERE, workdir,
                                        out_dir))
     return built

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pkgtools.errors import BuildError, run
 from pkgtools.layout import Staged, copy_tree, render, set_mtimes, substitutions, tree_size_kib
-from pkgtools.metadata import DESCRIPTION, REPLACED, RUNTIMES, SUMMARY
+from pkgtools.metadata import DESCRIPTION, NVIDIA_VERSION, OLD_RUNTIME_PACKAGE, PROVIDED, REPLACED, RUNTIMES, SUMMARY
 from pkgtools.source import Project
 
 MAINTAINER_SCRIPTS = ("postinst", "prerm", "postrm")
@@ -26,6 +26,8 @@ def description_field(summary: str, paragraphs: list[str]) -> str:
 
 def control_text(project: Project, version: str, maintainer: str, depends: list[str], suggests: list[str],
                  installed_kib: int) -> str:
+    name, relation, old_version = OLD_RUNTIME_PACKAGE
+    old_runtime = f"{name} ({relation} {old_version})"
     fields = [
         ("Package", project.name),
         ("Version", version),
@@ -34,9 +36,10 @@ def control_text(project: Project, version: str, maintainer: str, depends: list[
         ("Installed-Size", str(installed_kib)),
         ("Depends", ", ".join(depends)),
         ("Suggests", ", ".join(suggests)),
+        ("Breaks", old_runtime),
         ("Conflicts", ", ".join(REPLACED)),
-        ("Replaces", ", ".join(REPLACED)),
-        ("Provides", "nvidia-container-toolkit, nvidia-container-toolkit-base"),
+        ("Replaces", ", ".join([*REPLACED, old_runtime])),
+        ("Provides", ", ".join(f"{name} (= {NVIDIA_VERSION})" for name in PROVIDED)),
         ("Section", "admin"),
         ("Priority", "optional"),
     ]

@@ -20,7 +20,8 @@ DOC_DIR = "/usr/share/doc/gpu-container-toolkit"
 CTK = "nvidia-ctk"
 UNITS = ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path")
 UDEV_RULE = "71-nvidia-cdi-refresh.rules"
-LIBEXEC = ("nvidia-cdi-refresh", "gct-package-setup")
+LIBEXEC = ("nvidia-cdi-refresh", "gct-package-setup", "gct-engine-undo")
+PRESET = "50-gpu-container-toolkit.preset"
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,15 @@ class Flavour:
     unit_dir: str
     udev_dir: str
     environment_file: str
+    # rpm: a systemd preset that enables the units (%systemd_post applies presets); Debian enables
+    # them with deb-systemd-helper instead
+    preset_dir: str | None
 
 
 # Debian bookworm packages still ship units and rules under /lib (the merged-/usr aliasing rules of dpkg).
-DEB = Flavour("deb", "/lib/systemd/system", "/lib/udev/rules.d", "/etc/default/nvidia-cdi-refresh")
-RPM = Flavour("rpm", "/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/etc/sysconfig/nvidia-cdi-refresh")
+DEB = Flavour("deb", "/lib/systemd/system", "/lib/udev/rules.d", "/etc/default/nvidia-cdi-refresh", None)
+RPM = Flavour("rpm", "/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/etc/sysconfig/nvidia-cdi-refresh",
+              "/usr/lib/systemd/system-preset")
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def render(template: Path, values: dict[str, str]) -> str:
 
 
 def substitutions(flavour: Flavour) -> dict[str, str]:
-    return {"PREFIX": PREFIX, "ENVIRONMENT_FILE": flavour.environment_file}
+    return {"PREFIX": PREFIX, "ENVIRONMENT_FILE": flavour.environment_file, "UNITS": " ".join(UNITS)}
 
 
 def _write(root: Path, path: str, text: str | bytes, mode: int) -> None:
@@ -111,6 +116,8 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
     for unit in UNITS:
         _write(dest, f"{flavour.unit_dir}/{unit}", render(packaging / "systemd" / unit, values), 0o644)
     _write(dest, f"{flavour.udev_dir}/{UDEV_RULE}", render(packaging / "udev" / UDEV_RULE, values), 0o644)
+    if flavour.preset_dir:
+        _write(dest, f"{flavour.preset_dir}/{PRESET}", render(packaging / "systemd" / PRESET, values), 0o644)
 
     _write(dest, f"{DOC_DIR}/copyright", copyright_text, 0o644)
     _write(dest, f"{DOC_DIR}/python-distributions.txt", "\n".join(env.distributions) + "\n", 0o644)

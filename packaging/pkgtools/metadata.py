@@ -24,9 +24,20 @@ DESCRIPTION = [
 ]
 # The low-level runtimes the shim execs (config [nvidia-container-runtime] runtimes).
 RUNTIMES = ("runc", "crun")
-# Packages shipping the same program names: one of them at a time.
-REPLACED = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "nvidia-container-runtime",
-            "libnvidia-container-tools")
+# The release of NVIDIA's packages whose programs, options, config keys and CDI output these follow
+# (issue 14 measured parity against NVIDIA's toolkit v1.20), in NVIDIA's own version format.
+NVIDIA_VERSION = "1.20.0-1"
+# NVIDIA's packages that ship the same program names as this one, which replaces them whole:
+# Conflicts + Replaces (one of them at a time, installing either removes the other, both ways) and
+# Provides at NVIDIA_VERSION, so that what depends on them, e.g. nvidia-docker2's
+# `nvidia-container-toolkit (>= 1.x)`, is satisfied and stays installed.
+PROVIDED = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")
+# Older package names of the same programs, replaced without being provided.
+REPLACED = (*PROVIDED, "nvidia-container-runtime-hook")
+# nvidia-container-runtime up to 3.5.0-1 shipped the runtime program; later versions are a meta package
+# depending on nvidia-container-toolkit (nvidia-docker2 may depend on it), which stays installed:
+# only the old ones are in the way (Breaks + Replaces, as NVIDIA's own toolkit declares).
+OLD_RUNTIME_PACKAGE = ("nvidia-container-runtime", "<=", "3.5.0-1")
 
 
 # --- changelog ------------------------------------------------------------------------------------
@@ -179,6 +190,21 @@ def debian_library_dependencies(sonames: list[str]) -> list[str]:
     return [f"{p} (>= {_upstream_version(p)})" for p in sorted(packages)]
 
 
-def rpm_library_dependencies(sonames: list[str]) -> list[str]:
-    """rpm's own names for 64-bit shared libraries, e.g. libcap.so.2()(64bit)."""
-    return [f"{soname}()(64bit)" for soname in sorted(sonames)]
+ELFDEPS = "/usr/lib/rpm/elfdeps"
+
+
+def rpm_library_dependencies(tree: Path) -> list[str]:
+    """What rpm's own ELF dependency generator (elfdeps, from the rpm package that rpmbuild comes
+    with) requires for the ELF files of tree, less the libraries tree holds itself: the sonames as
+    rpm names them (libcap.so.2()(64bit)) and the symbol versions they must define
+    (libc.so.6(GLIBC_2.36)(64bit)), so an rpm database with an older glibc refuses the package."""
+    if not os.access(ELFDEPS, os.X_OK):
+        raise BuildError("rpm's ELF dependency generator is missing (apt-get install rpm)", ELFDEPS)
+    provided = {p.name for p in tree.rglob("*.so*")}
+    files = "".join(f"{p}\n" for p in elf_files(tree))
+    done = run([ELFDEPS, "--requires"], "listing the ELF dependencies with rpm's elfdeps", input=files)
+    requires = set()
+    for line in done.stdout.split():
+        if line.split("(", 1)[0] not in provided:
+            requires.add(line)
+    return sorted(requires)

@@ -7,14 +7,24 @@ import textwrap
 from pathlib import Path
 
 from pkgtools.errors import BuildError, run
-from pkgtools.layout import CONFIG_FILE, DOC_DIR, Staged, render
-from pkgtools.metadata import DESCRIPTION, RUNTIMES, SUMMARY, ChangelogEntry, rpm_changelog
+from pkgtools.layout import CONFIG_FILE, DOC_DIR, UNITS, Staged, render
+from pkgtools.metadata import (DESCRIPTION, NVIDIA_VERSION, OLD_RUNTIME_PACKAGE, PROVIDED, REPLACED, RUNTIMES, SUMMARY,
+                               ChangelogEntry, rpm_changelog)
 from pkgtools.source import Project
 from pkgtools.venv_build import PREFIX
 
 
 def rpm_requires(python: str, library_requires: list[str]) -> list[str]:
     return [f"({' or '.join(RUNTIMES)})", python, *library_requires]
+
+
+def relations() -> str:
+    """The same swap with NVIDIA's packages as the .deb declares (see metadata.PROVIDED); rpm ignores
+    a conflict with a name the package provides itself."""
+    lines = [f"Provides:       {name} = {NVIDIA_VERSION}" for name in PROVIDED]
+    lines += [f"Conflicts:      {name}" for name in REPLACED]
+    lines.append("Conflicts:      " + " ".join(OLD_RUNTIME_PACKAGE))
+    return "\n".join(lines)
 
 
 def files_section(staged: Staged) -> str:
@@ -27,6 +37,8 @@ def files_section(staged: Staged) -> str:
         lines.append(f"{staged.flavour.unit_dir}/{unit_file.name}")
     for rule in sorted((staged.root / staged.flavour.udev_dir.lstrip("/")).iterdir()):
         lines.append(f"{staged.flavour.udev_dir}/{rule.name}")
+    for preset in sorted((staged.root / staged.flavour.preset_dir.lstrip("/")).iterdir()):
+        lines.append(f"{staged.flavour.preset_dir}/{preset.name}")
     lines.append(f"%dir {DOC_DIR}")
     for doc in sorted((staged.root / DOC_DIR.lstrip("/")).iterdir()):
         lines.append(f"%doc {DOC_DIR}/{doc.name}")
@@ -52,9 +64,11 @@ def build_rpm(staged: Staged, project: Project, version: str, release: str, requ
         "SUMMARY": SUMMARY,
         "LICENSE": project.license,
         "REQUIRES": "\n".join(f"Requires:       {r}" for r in requires),
+        "RELATIONS": relations(),
         "DESCRIPTION": "\n\n".join(textwrap.fill(p, 76, break_on_hyphens=False) for p in DESCRIPTION),
         "STAGE": str(staged.root),
         "PREFIX": PREFIX,
+        "UNITS": " ".join(UNITS),
         "FILES": files_section(staged),
         "CHANGELOG": rpm_changelog(changelog),
     }))

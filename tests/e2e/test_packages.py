@@ -250,7 +250,23 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     assert any("absolute symlink" in p for p in problems)
 
 
-def test_rpm_lists_the_expected_files_and_metadata(built):
+def symbol_versions_needed(tree: Path) -> set[tuple[str, str]]:
+    """(soname, version) of every versioned symbol the ELF files of tree take from outside it."""
+    inside = {p.name for p in tree.rglob("*.so*")}
+    needed = set()
+    for path in tree.rglob("*"):
+        if path.is_symlink() or not path.is_file() or path.open("rb").read(4) != b"\x7fELF":
+            continue
+        soname = None
+        for line in sh(["objdump", "-p", str(path)]).stdout.split("Version References:")[-1].splitlines():
+            if m := re.match(r"\s+required from (\S+):", line):
+                soname = m[1]
+            elif (m := re.match(r"\s+0x\w+ 0x\w+ \d+ (\S+)$", line)) and soname not in inside:
+                needed.add((soname, m[1]))
+    return needed
+
+
+def test_rpm_lists_the_expected_files_and_metadata(built, deb_tree):
     rpm = str(built["rpm"])
     files = sh(["rpm", "-qlp", rpm]).stdout.split()
     for program in PROGRAMS:
@@ -265,6 +281,12 @@ def test_rpm_lists_the_expected_files_and_metadata(built):
     requires = sh(["rpm", "-qpR", rpm]).stdout.splitlines()
     assert "(runc or crun)" in requires and "/usr/bin/python3.11" in requires
     assert "libgcc_s.so.1()(64bit)" in requires and "libcap.so.2()(64bit)" not in requires
+    # every symbol version the ELF files need from a library outside the package (objdump's reading,
+    # not rpm's), e.g. GLIBC_2.36 of the C helper: an older glibc must refuse the package
+    needed = symbol_versions_needed(deb_tree)
+    assert any(soname == "libc.so.6" for soname, _ in needed), needed
+    missing = [f"{s}({v})(64bit)" for s, v in sorted(needed) if f"{s}({v})(64bit)" not in requires]
+    assert missing == [], missing
     info = sh(["rpm", "-qp", "--queryformat", "%{NAME} %{VERSION} %{RELEASE} %{LICENSE} %{BUILDHOST}\\n", rpm])
     assert info.stdout.split() == ["gpu-container-toolkit", "0.1.0", "1", "Apache-2.0", "localhost"]
     assert "First release" in sh(["rpm", "-qp", "--changelog", rpm]).stdout
@@ -351,6 +373,46 @@ class Chroot:
         return found
 
 
+WANTS = "etc/systemd/system/multi-user.target.wants"
+UNITS = ("nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service")
+PODMAN_HOOK = "/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json"
+
+
+def docker_undo_suffix() -> str:
+    from runtime_shim.engine_config.docker import UNDO_SUFFIX
+    return UNDO_SUFFIX
+
+
+# NVIDIA's packages as they relate to each other (and the programs each ships), for the swap both ways
+NVIDIA_PACKAGES = {
+    "nvidia-container-toolkit-base": ("1.17.8-1", "", ("nvidia-ctk", "nvidia-container-runtime", "nvidia-cdi-hook")),
+    "libnvidia-container-tools": ("1.17.8-1", "", ("nvidia-container-cli",)),
+    "nvidia-container-toolkit": ("1.17.8-1", "nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools "
+                                 "(>= 1.17.8-1)", ("nvidia-container-runtime-hook",)),
+    # meta packages that only depend on the toolkit
+    "nvidia-container-runtime": ("3.14.0-1", "nvidia-container-toolkit (>= 1.14.0-1)", ()),
+    "nvidia-docker2": ("2.14.0-1", "nvidia-container-toolkit (>= 1.14.0-1)", ()),
+}
+
+
+def stand_in_debs(dest: Path) -> dict[str, Path]:
+    """Packages named, versioned and related like NVIDIA's, shipping stand-ins of their programs."""
+    debs = {}
+    for name, (version, depends, programs) in NVIDIA_PACKAGES.items():
+        tree = dest / name
+        (tree / "DEBIAN").mkdir(parents=True)
+        control = f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: test <t@t.invalid>\n"
+        control += f"Depends: {depends}\n" if depends else ""
+        (tree / "DEBIAN/control").write_text(control + "Description: stand-in of NVIDIA's package\n")
+        for program in programs:
+            (tree / "usr/bin").mkdir(parents=True, exist_ok=True)
+            (tree / "usr/bin" / program).write_text(f"#!/bin/sh\necho NVIDIA {program}\n")
+            (tree / "usr/bin" / program).chmod(0o755)
+        debs[name] = dest / f"{name}_{version}_amd64.deb"
+        sh(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(debs[name])])
+    return debs
+
+
 def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_base, tmp_path):
     root = tmp_path / "root"
     root.mkdir()
@@ -359,23 +421,49 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     deb = root / "tmp" / built["deb"].name
     shutil.copy2(built["deb"], deb)
     box = Chroot(root)
+    nvidia = {name: f"/tmp/{path.name}" for name, path in stand_in_debs(root / "tmp").items()}
 
-    # 1. apt resolves exactly what the package declares; without a driver, post-install says so
+    def installed_packages() -> set[str]:
+        listed = box.run("dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n'").stdout.splitlines()
+        return {line.split()[0] for line in listed if line.split()[1:] == ["ii"]}
+
+    # 0. NVIDIA's toolkit with nvidia-docker2 and the nvidia-container-runtime meta package on top
+    box.run(f"dpkg -i {' '.join(nvidia.values())}")
+    # 1. apt resolves exactly what the package declares; it takes the place of NVIDIA's toolkit (the
+    # versioned Provides keep what depends on it); without a driver, post-install says so
     installed = box.run(f"apt-get install -y -q --no-install-recommends /tmp/{deb.name}", timeout=600)
+    packages = installed_packages()
+    assert {"gpu-container-toolkit", "nvidia-docker2", "nvidia-container-runtime"} <= packages, installed.stdout
+    assert not packages & {"nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools"}
     assert "no NVIDIA driver found; no CDI spec written (/var/run/cdi/nvidia.yaml)" in installed.stdout
     assert not (root / "run/cdi/nvidia.yaml").exists()
+    # no systemd here, yet the units are enabled, for the day it comes (deb-systemd-helper)
+    assert not (root / "bin/systemctl").exists()
+    assert (root / WANTS / "nvidia-cdi-refresh.path").is_symlink()
     # the programs run with only what the package and its dependencies installed
     assert "0.1.0" in box.run("nvidia-ctk --version").stdout
     assert box.run("nvidia-container-cli --version").returncode == 0
     assert list((root / PREFIX[1:]).rglob("__pycache__")), "post-install compiles the bytecode"
     cdi_hook = box.run("nvidia-cdi-hook --help", check=False)
     assert "cannot execute" not in cdi_hook.stderr and "No module named" not in cdi_hook.stderr, cdi_hook.stderr
-    box.run("dpkg --purge gpu-container-toolkit")
+    # ... and back: NVIDIA's packages take this one's place, nvidia-docker2 stays
+    swapped = box.run("apt-get install -y -q --no-install-recommends " + " ".join(
+        nvidia[n] for n in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")))
+    packages = installed_packages()
+    assert "gpu-container-toolkit" not in packages, swapped.stdout
+    assert {"nvidia-container-toolkit", "nvidia-docker2", "nvidia-container-runtime"} <= packages, swapped.stdout
+    assert box.run("nvidia-ctk --version").stdout == "NVIDIA nvidia-ctk\n"
+    box.run(f"dpkg --purge gpu-container-toolkit {' '.join(nvidia)}")
 
     # 2. a host with systemd (units get enabled) and a driver: the simulated one, made with gcc outside
     box.run("apt-get install -y -q --no-install-recommends systemd", timeout=600)
     sim = root / "srv/sim"
     sh([str(Path(sys.executable).parent / "nvidia-ctk"), "simulate", "create", "--gpus", "2", str(sim)], cwd="/")
+    daemon_json = root / "etc/docker/daemon.json"
+    daemon_json.parent.mkdir(parents=True)
+    original = '{\n  "log-level": "warn"\n}\n'
+    daemon_json.write_text(original)
+    (root / PODMAN_HOOK[1:]).parent.mkdir(parents=True)  # podman's package makes it
     before = box.files()
     installed = box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
     assert "wrote the CDI spec /var/run/cdi/nvidia.yaml" in installed.stdout, installed.stdout
@@ -391,48 +479,65 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert "no NVIDIA driver found; removed the CDI spec" in gone.stdout
     assert not (root / "run/cdi/nvidia.yaml").exists()
     box.run(f"{PREFIX}/libexec/nvidia-cdi-refresh", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
-    # an upgrade (the same version again) drops the old bytecode, compiles anew, keeps the units enabled
+    # an upgrade (the same version again) drops the old bytecode, compiles anew, keeps the units as
+    # the admin left them: the one disabled stays disabled, the other enabled
     stray = root / PREFIX[1:] / "lib/python3.11/site-packages/cdi/__pycache__/stray.cpython-311.pyc"
     stray.write_bytes(b"")
+    box.run("systemctl disable nvidia-cdi-refresh.path")
     box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
     assert not stray.exists() and list((root / PREFIX[1:]).rglob("__pycache__/*.pyc"))
-    assert (root / "etc/systemd/system/multi-user.target.wants/nvidia-cdi-refresh.path").is_symlink()
+    assert not (root / WANTS / "nvidia-cdi-refresh.path").exists()
+    assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
     assert (root / "run/cdi/nvidia.yaml").is_file()
+    box.run("systemctl enable nvidia-cdi-refresh.path")
+    # the engines, configured by the admin with the package's tool
+    box.run("nvidia-ctk runtime configure --runtime=docker --set-as-default")
+    box.run("nvidia-ctk runtime configure --runtime=podman")
+    assert json.loads(daemon_json.read_text())["default-runtime"] == "nvidia"
+    assert (root / PODMAN_HOOK[1:]).is_file()
     # what a container start would leave at run time: runtime caches, bytecode written by root
     (root / "run/nvidia-container-toolkit").mkdir(parents=True, exist_ok=True)
     (root / "run/nvidia-container-toolkit/cdi-validated.json").write_text("{}")
     stray.write_bytes(b"")
     box.run("echo '# edited' >> /etc/nvidia-container-runtime/config.toml")
 
-    # 3. remove: nothing of the package is left but its conffiles
+    # 3. remove: nothing of the package is left but its configuration: conffiles, the units'
+    # enabled state, the engines' configuration (and what purge is to undo of it)
     box.run("dpkg -r gpu-container-toolkit")
     after = box.files()
-    assert {p: k for p, k in after.items() if p not in before} == \
-        {**{c: "file" for c in CONFFILES_DEB}, "/etc/nvidia-container-runtime": "dir"}
+    left = {p for p in after if p not in before}
+    configuration = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", PODMAN_HOOK, "/etc/docker/daemon.json"
+                     + docker_undo_suffix(), f"/{WANTS}/nvidia-cdi-refresh.path", f"/{WANTS}/nvidia-cdi-refresh.service"}
+    assert configuration <= left, left
+    assert {p for p in left - configuration
+            if not p.startswith(("/var/lib/systemd/deb-systemd-helper-", "/var/lib/gpu-container-toolkit"))} == set(), left
     assert [p for p in before if p not in after] == []
     assert not (root / "run/cdi/nvidia.yaml").exists()
     assert not (root / "run/nvidia-container-toolkit").exists()
-    assert not (root / "etc/systemd/system/multi-user.target.wants/nvidia-cdi-refresh.path").exists()
     assert "# edited" in (root / "etc/nvidia-container-runtime/config.toml").read_text()
+    assert json.loads(daemon_json.read_text())["default-runtime"] == "nvidia"
 
-    # 4. purge: nothing at all
-    box.run("dpkg --purge gpu-container-toolkit")
+    # 4. purge: nothing at all; daemon.json has its own bytes again
+    purged = box.run("dpkg --purge gpu-container-toolkit")
     after = box.files()
-    assert {p: k for p, k in after.items() if p not in before} == {}
+    assert {p: k for p, k in after.items() if p not in before} == {}, purged.stdout + purged.stderr
     assert [p for p in before if p not in after] == []
+    assert daemon_json.read_text() == original
 
 
 def test_rpm_scriptlets_in_a_debian_root(built, bookworm_base, tmp_path):
-    """rpm (the host's) installs the .rpm into a Debian root with the interpreter and runc (rpm's own
-    database knows no Debian package, hence --nodeps): %posttrans byte-compiles and says there is no
-    driver; erasing leaves nothing, since unchanged %config(noreplace) files go too."""
+    """rpm (the host's) installs the .rpm into a Debian root with the interpreter, runc and systemd
+    (rpm's own database knows no Debian package, hence --nodeps): %post applies the preset (both
+    units enabled), %posttrans byte-compiles and says there is no driver; an upgrade keeps a unit the
+    admin disabled disabled; erasing undoes `nvidia-ctk runtime configure` and leaves nothing, since
+    unchanged %config(noreplace) files go too."""
     _need_root_and("rpm")
     root = tmp_path / "root"
     root.mkdir()
     sh(["tar", "-C", str(root), "-xf", str(bookworm_base)])
     shutil.copy2("/etc/resolv.conf", root / "etc/resolv.conf")
     box = Chroot(root)
-    box.run("apt-get install -y -q --no-install-recommends python3.11 runc", timeout=600)
+    box.run("apt-get install -y -q --no-install-recommends python3.11 runc systemd", timeout=600)
     sh(["rpm", "--root", str(root), "--initdb"])
     (root / "etc/sysconfig").mkdir()  # on rpm distributions the filesystem package owns it
     skip_db = ("/var/lib/rpm", "/usr/lib/sysimage")
@@ -442,9 +547,20 @@ def test_rpm_scriptlets_in_a_debian_root(built, bookworm_base, tmp_path):
     assert (root / "usr/bin/nvidia-ctk").is_symlink() and (root / "etc/sysconfig/nvidia-cdi-refresh").is_file()
     assert list((root / PREFIX[1:]).rglob("__pycache__/*.pyc")), "%posttrans compiles the bytecode"
     assert "0.1.0" in box.run("nvidia-ctk --version").stdout
-    sh(["rpm", "--root", str(root), "-e", "gpu-container-toolkit"], env={"PATH": CLEAN_PATH})
+    assert (root / WANTS / "nvidia-cdi-refresh.path").is_symlink()
+    assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
+    # an upgrade ($1 = 2) keeps what the admin chose
+    box.run("systemctl disable nvidia-cdi-refresh.path")
+    sh(["rpm", "--root", str(root), "-U", "--replacepkgs", "--nodeps", str(built["rpm"])], env={"PATH": CLEAN_PATH})
+    assert not (root / WANTS / "nvidia-cdi-refresh.path").exists()
+    assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
+    box.run("nvidia-ctk runtime configure --runtime=docker")
+    assert (root / "etc/docker/daemon.json").is_file()
+    erased = sh(["rpm", "--root", str(root), "-e", "gpu-container-toolkit"], env={"PATH": CLEAN_PATH})
+    assert "removed /etc/docker/daemon.json" in erased.stdout, erased.stdout + erased.stderr
     after = {p: k for p, k in box.files().items() if not p.startswith(skip_db)}
-    assert {p: k for p, k in after.items() if p not in before} == {}
+    # nvidia-ctk made /etc/docker (on a real host docker's package has it)
+    assert {p: k for p, k in after.items() if p not in before} == {"/etc/docker": "dir"}
     assert [p for p in before if p not in after] == []
 
 
@@ -558,8 +674,11 @@ def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tre
         # the runtime's cache dir goes with the package, also when it was there before (made by the
         # checkout's own programs on this machine)
         left = [p for p in left if p != "/run/nvidia-container-toolkit (deleted)"]
-        # /etc keeps the conffiles (and their directory); nothing else of the package anywhere
-        assert sorted(left) == sorted([*CONFFILES_DEB, "/etc/nvidia-container-runtime"]), left
+        # /etc keeps the conffiles (and their directory) and the units' enabled state, which
+        # deb-systemd-helper records under /var/lib/systemd until purge; nothing else of the package
+        kept = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", *(f"/{WANTS}/{u}" for u in UNITS)}
+        assert kept <= set(left), left
+        assert [p for p in left if p not in kept and not p.startswith("/var/lib/systemd/deb-systemd-helper-")] == []
     finally:
         if daemon is not None:
             stop_daemon(daemon)

@@ -73,7 +73,8 @@ def test_the_shipped_changelog_matches_pyproject():
 def test_templates_render_and_a_missing_value_is_an_error(tmp_path):
     for flavour in (layout.DEB, layout.RPM):
         values = layout.substitutions(flavour)
-        for template in ("libexec/nvidia-cdi-refresh", "libexec/gct-package-setup", "default/nvidia-cdi-refresh",
+        for template in ("libexec/nvidia-cdi-refresh", "libexec/gct-package-setup", "libexec/gct-engine-undo",
+                         "systemd/50-gpu-container-toolkit.preset", "default/nvidia-cdi-refresh",
                          "systemd/nvidia-cdi-refresh.service", "udev/71-nvidia-cdi-refresh.rules",
                          "debian/postinst", "debian/prerm", "debian/postrm"):
             text = layout.render(PACKAGING / template, values)
@@ -115,9 +116,31 @@ def test_library_dependencies_come_from_the_elf_files(tmp_path):
     assert "libm.so.6" in needed and needed["libm.so.6"] == [tree / "m.so"]
     depends = metadata.debian_library_dependencies(sorted(needed))
     assert any(d.startswith("libc6 (>= ") for d in depends), depends
-    assert "libm.so.6()(64bit)" in metadata.rpm_library_dependencies(sorted(needed))
+    # rpm: the sonames and the symbol versions they must define (AutoReqProv is off: issue 14, item 17)
+    requires = metadata.rpm_library_dependencies(tree)
+    assert "libm.so.6()(64bit)" in requires
+    assert any(re.fullmatch(r"libm\.so\.6\(GLIBC_2\.[0-9.]+\)\(64bit\)", r) for r in requires), requires
     with pytest.raises(BuildError, match="no installed package provides libnothing.so.9"):
         metadata.debian_library_dependencies(["libnothing.so.9"])
+
+
+def test_control_provides_nvidia_packages_at_their_version_and_replaces_them():
+    """Provides carry NVIDIA's version (an unversioned Provides satisfies no versioned dependency, so
+    installing removed nvidia-docker2); only nvidia-container-runtime up to 3.5.0-1 is in the way."""
+    from pkgtools.source import Project
+    text = deb.control_text(Project("gpu-container-toolkit", "0.1.0", "d", "Apache-2.0"), "0.1.0-1", "M <m@x.invalid>",
+                            ["python3.11"], [], 1)
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line and not line.startswith(" "))
+    version = metadata.NVIDIA_VERSION
+    assert fields["Provides"] == (f"nvidia-container-toolkit (= {version}), nvidia-container-toolkit-base (= {version}), "
+                                  f"libnvidia-container-tools (= {version})")
+    assert fields["Conflicts"] == ("nvidia-container-toolkit, nvidia-container-toolkit-base, libnvidia-container-tools, "
+                                   "nvidia-container-runtime-hook")
+    assert fields["Breaks"] == "nvidia-container-runtime (<= 3.5.0-1)"
+    assert fields["Replaces"] == fields["Conflicts"] + ", nvidia-container-runtime (<= 3.5.0-1)"
+    from pkgtools import rpm
+    assert f"Provides:       nvidia-container-toolkit = {version}" in rpm.relations().splitlines()
+    assert "Conflicts:      nvidia-container-runtime <= 3.5.0-1" in rpm.relations().splitlines()
 
 
 def _refresh_script(tmp_path: Path, ctk_body: str, defaults: str = "") -> tuple[Path, dict[str, str]]:
