@@ -32,7 +32,7 @@ def pytest_runtest_logreport(report):
         figures_file.append(entry)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gpu_host(tmp_path_factory):
     """The simulated host of the shim's e2e tests (2 GPUs, MIG on GPU 1) with its CDI spec."""
     from tests.e2e.host_setup import ensure_hugetlb_on_v1
@@ -46,3 +46,11 @@ def gpu_host(tmp_path_factory):
         pytest.skip("runc is not installed")
     ensure_hugetlb_on_v1()
     return build_gpu_host(tmp_path_factory.mktemp("reliability-host"))
+
+
+@pytest.fixture(scope="session")
+def template(gpu_host, tmp_path_factory):
+    """A rootfs with glibc (nvidia-smi runs in it); each bundle gets a copy."""
+    from tests.reliability.containers import template_rootfs
+
+    return template_rootfs(tmp_path_factory.mktemp("template"))

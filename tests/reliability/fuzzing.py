@@ -4,8 +4,8 @@
 return (True: the input was accepted; False: refused the way the parser reports problems, e.g. a list
 of them) or raise one of the project's error types (the one-line errors: cdi.errors.CdiError and its
 subclasses, hook.cdi_hook.HookError: refused); anything else is a traceback a user would see, and fails
-the test with the smallest input hypothesis finds. A call that runs longer than profile.fuzz_call_timeout is
-stopped by SIGALRM and fails the test as a hang.
+the test with the input (in the full profile, the smallest one hypothesis finds). A call that runs
+longer than profile.fuzz_call_timeout is stopped by SIGALRM and fails the test as a hang.
 
 The examples are derandomized (a fixed seed per test: CI is repeatable), nothing is stored between runs
 (no .hypothesis directory), and hypothesis' per-example deadline is off: the timeout above is the one
@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 import time
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from cdi.errors import CdiError
 
@@ -42,8 +42,11 @@ def fuzz(target, strategy, profile, figures, allowed: tuple[type[BaseException],
     counts = {"cases": 0, "accepted": 0, "refused": 0, "tracebacks": 0, "hangs": 0, "slowest_call_ms": 0.0}
     started = time.monotonic()
 
+    # the short profile (CI) reports a failing input as found: shrinking it can take longer than the run
+    phases = [p for p in Phase if profile.name == "full" or p != Phase.shrink]
+
     @settings(max_examples=profile.fuzz_cases, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), print_blob=False)
+              suppress_health_check=list(HealthCheck), print_blob=False, phases=phases)
     @given(strategy)
     def check(value):
         counts["cases"] += 1

@@ -88,14 +88,15 @@ def render(tests: dict[str, dict], profile: str, total_seconds: float | None) ->
             continue
         lines += [f"## {title}", "", what, ""]
         if module == "test_fuzz_parsers":
-            lines += ["| parser | cases | accepted | refused | tracebacks | hangs | slowest call (ms) | s | result |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+            columns = ["cases", "accepted", "refused", "tracebacks", "hangs", "slowest_call_ms"]
+            lines += ["| parser | cases | accepted | refused | tracebacks | hangs | slowest call (ms) | also | s | "
+                      "result |", "|---|---|---|---|---|---|---|---|---|---|"]
             for test_id, entry in mine.items():
                 f = entry.get("figures", {})
-                lines.append(f"| {_name(test_id)} | {f.get('cases', '-')} | {f.get('accepted', '-')} | "
-                             f"{f.get('refused', '-')} | "
-                             f"{f.get('tracebacks', '-')} | {f.get('hangs', '-')} | {f.get('slowest_call_ms', '-')} | "
-                             f"{entry.get('seconds', '-')} | {_result(entry)} |")
+                also = "; ".join(f"{k.replace('_', ' ')}: {_value(v)}" for k, v in f.items()
+                                 if k not in columns and k != "seconds")
+                lines.append(f"| {_name(test_id)} | " + " | ".join(str(f.get(c, "-")) for c in columns) +
+                             f" | {also or '-'} | {entry.get('seconds', '-')} | {_result(entry)} |")
         else:
             lines += ["| check | measured | s | result |", "|---|---|---|---|"]
             for test_id, entry in mine.items():

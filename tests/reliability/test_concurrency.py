@@ -13,15 +13,10 @@ import pytest
 from cdi.validate import validate_document
 from tests.e2e.shim_host import NVIDIA_CTK, parse_gpu_report
 from tests.reliability.containers import (MODES, REQUESTS, container_ids, expected, gpu_bundle, leftovers_of,
-                                          lifecycle, template_rootfs)
+                                          lifecycle)
 from tests.support import leftovers
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def template(gpu_host, tmp_path_factory):
-    return template_rootfs(tmp_path_factory.mktemp("template"))
 
 
 @pytest.mark.parametrize("mode", MODES)

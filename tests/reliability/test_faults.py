@@ -13,17 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.shim_host import NVIDIA_CTK, SHIM, parse_gpu_report, shim_env, write_shim_config
-from tests.reliability.containers import (container_ids, expected, gpu_bundle, leftovers_of, lifecycle,
-                                          template_rootfs)
+from tests.reliability.containers import container_ids, expected, gpu_bundle, leftovers_of, lifecycle
 from tests.support import leftovers
 from tests.support.mountns import run_in_private_mount_ns
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def template(gpu_host, tmp_path_factory):
-    return template_rootfs(tmp_path_factory.mktemp("template"))
 
 
 def one_error_line(stderr: str, program: str) -> bool:
@@ -93,8 +87,7 @@ def test_broken_nvml_library(gpu_host, template, tmp_path, figures, how):
     assert legacy_code != 0 and len(hook_lines) == 1, legacy_err
 
 
-@pytest.mark.parametrize("how", ["runtimes-path", "not-in-path", pytest.param("not-executable", marks=pytest.mark.xfail(
-    reason="issue 16.10: config.json is rewritten before the runtime is known to be executable"))])
+@pytest.mark.parametrize("how", ["runtimes-path", "not-in-path", "not-executable"])
 def test_low_level_runtime_missing(gpu_host, template, tmp_path, figures, how):
     """The low-level runtime is not there (or cannot be run): one line, config.json as it was."""
     bundle = gpu_bundle(tmp_path / "bundle", template, "0")

@@ -2,7 +2,7 @@
 state, config.json, the container's env values and annotations, CDI specs in JSON and YAML,
 config.toml, ld.so.cache and the driver's mig-minors. Each gets profile.fuzz_cases inputs (10,000 in the
 full profile); any exception other than the project's one-line errors, or a call slower than the
-per-call timeout, fails the test with the smallest input found (tests.reliability.fuzzing).
+per-call timeout, fails the test with the input found (tests.reliability.fuzzing).
 
 Each target drives the parser the way the programs do, through to what they do with the result
 (the shim's config.json rewrite, the hook's device selection, the registry's edits), so a bad value
@@ -31,6 +31,10 @@ from runtime_shim.main import modify_bundle
 from runtime_shim.runc_argv import parse_runc_argv
 from tests.reliability import strategies
 from tests.reliability.fuzzing import fuzz
+# nvidia-cdi-hook's C readers of the state and config.json, built with the sanitizers where the compiler
+# has them, and what Python's reading of the same document gives (the probe and its rule live with the
+# reader's own tests)
+from tests.unit.cdi_hook.test_json_reader import probe, python_outcome  # noqa: F401 (probe: a fixture)
 
 # a spec the registry accepts, for the targets that look devices up
 SPEC = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
@@ -213,3 +217,33 @@ def test_mig_minors(profile, figures, tmp_path):
         return bool(read_mig_minors(str(path)))
 
     fuzz(target, strategies.mig_minors, profile, figures)
+
+
+@pytest.mark.parametrize("kind", ["state", "config.json"])
+def test_c_hook_reader(probe, profile, figures, tmp_path, kind):
+    """The same generated documents through nvidia-cdi-hook's C reader (in one run of its probe, under
+    ASan/UBSan where available): it must give the bundle or root.path exactly as Python's reading does,
+    or refuse exactly what Python refuses, and never crash."""
+    import sys
+
+    docs = []
+
+    def collect(doc):
+        docs.append(doc)
+        return True
+
+    strategy = strategies.states(str(tmp_path)) if kind == "state" else strategies.config_json_bytes
+    fuzz(collect, strategy, profile, figures)
+    code = "s" if kind == "state" else "c"
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)   # Python's own limit on int digits is not JSON's
+    try:
+        expected = [python_outcome(code, doc) for doc in docs]
+    finally:
+        sys.set_int_max_str_digits(limit)
+    results = probe.run([(code, doc) for doc in docs])
+    differ = [(doc, got, want) for doc, got, want in zip(docs, results, expected)
+              if (got[0], got[1] if got[0] == "ok" else None) != want]
+    figures.update(accepted=sum(r[0] == "ok" for r in results), refused=sum(r[0] != "ok" for r in results),
+                   read_differently=len(differ))
+    assert not differ, differ[:3]

@@ -41,11 +41,10 @@ def _run_checked(run, bundle, host, request, mode) -> str:
     return out
 
 
-def test_sequential_containers_with_rshared_root_leak_no_mount(gpu_host, tmp_path, profile, figures):
+def test_sequential_containers_with_rshared_root_leak_no_mount(gpu_host, template, tmp_path, profile, figures):
     """profile.sequential_rshared containers, modes and requests in turn, with `/` made rshared in the
     test's mount namespace (as systemd makes the host's): a mount our programs made in the wrong
     namespace, or one that propagated back out of a container, would stay in it."""
-    template = template_rootfs(tmp_path)
     bundles = {r: gpu_bundle(tmp_path / f"b{i}", template, r) for i, r in enumerate(REQUESTS)}
     runs = {mode: lifecycle(gpu_host, tmp_path / mode, mode) for mode in MODES}
 
