@@ -107,8 +107,16 @@ def _mount_overlay(upper: Path, work: Path) -> None:
          f"lowerdir={parent},upperdir={upper},workdir={work}", parent], f"mounting an overlay over {parent}")
 
 
-def _pip(*args: str) -> subprocess.CompletedProcess:
-    return run([f"{PREFIX}/bin/python", "-m", "pip", *args], f"pip {args[0]}")
+def _pip(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return run([f"{PREFIX}/bin/python", "-m", "pip", *args], f"pip {args[0]}", env=env)
+
+
+def reproducible_build_env(source: Path) -> dict[str, str]:
+    """The compiler sees the source dir (a temp dir, another one each build) as `.`: the debug info
+    the C helper is compiled with names it, and the Build ID is a hash over that debug info, made
+    before strip removes it. setuptools adds CFLAGS to Python's own flags."""
+    flags = f"-ffile-prefix-map={source}=."
+    return {**os.environ, "CFLAGS": f"{os.environ.get('CFLAGS', '')} {flags}".strip()}
 
 
 def _prune(prefix: Path) -> None:
@@ -173,7 +181,8 @@ def inner_main(argv: list[str] | None = None) -> int:
         run([args.python, "-m", "venv", PREFIX], "creating the virtual environment")
         _relative_interpreter_link(prefix, args.python)
         before = set(args.wheel_dir.glob("*.whl"))
-        _pip("wheel", "--no-deps", "--quiet", "--wheel-dir", str(args.wheel_dir), str(args.source))
+        _pip("wheel", "--no-deps", "--quiet", "--wheel-dir", str(args.wheel_dir), str(args.source),
+             env=reproducible_build_env(args.source))
         built = sorted(set(args.wheel_dir.glob("*.whl")) - before) or sorted(args.wheel_dir.glob("*.whl"))
         if len(built) != 1:
             raise BuildError(f"expected one wheel, found {len(built)}", str(args.wheel_dir))

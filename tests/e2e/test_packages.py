@@ -157,6 +157,29 @@ def test_wheel_installs_into_a_fresh_venv_and_its_programs_run(built, tmp_path):
     assert "550.54.15" in info.stdout
 
 
+# --- reproducible builds --------------------------------------------------------------------------
+
+def test_a_second_build_elsewhere_later_gives_the_same_bytes(built, tmp_path):
+    """The same sources built again from another directory, at another time, with another work dir:
+    the wheel, the .deb and the .rpm are byte for byte the same (issue 14, item 18). Before, the C
+    helper's Build ID hashed the temp source dir (debug info, stripped only afterwards), and so did
+    the wheel's RECORD and every package holding it."""
+    elsewhere = tmp_path / "another" / "checkout"
+    elsewhere.mkdir(parents=True)
+    for name in sh(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+                   ).stdout.split("\0"):
+        source = REPO / name
+        if name and (source.is_file() or source.is_symlink()):
+            (elsewhere / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, elsewhere / name, follow_symlinks=False)
+    out = tmp_path / "out"
+    sh([SYSTEM_PYTHON, str(elsewhere / "packaging/build_packages.py"), "--out", str(out), "--work",
+        str(tmp_path / "w"), "--pip-cache", str(PIP_CACHE)], timeout=600)
+    for kind in ("wheel", "deb", "rpm"):
+        again = out / built[kind].name
+        assert again.read_bytes() == built[kind].read_bytes(), f"the {kind} differs"
+
+
 # --- the .deb and .rpm contents -------------------------------------------------------------------
 
 def _deb_field(built, name: str) -> str:
