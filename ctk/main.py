@@ -34,19 +34,12 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("gpu-container-toolkit")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     # looked up only when asked: importlib.metadata costs ~20 ms on every other command
     if value and not ctx.resilient_parsing:
-        click.echo(f"nvidia-ctk version {_version()}")
+        from cdi.version import version_line
+
+        click.echo(version_line("nvidia-ctk"))
         ctx.exit()
 
 

@@ -88,6 +88,20 @@ def _nonempty(option: str):
     return check
 
 
+class _Version(argparse.Action):
+    """--version: the toolkit's line (cdi.version, looked up only when asked), then the libnvidia-container
+    command line this one follows, in NVIDIA's own words."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from cdi.version import version_line
+
+        print(f"{version_line(PROG)}\ncli-version: {VERSION}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Configure containers with NVIDIA GPU support.")
     parser.add_argument("-r", "--root", type=_path("--root"), metavar="PATH", help="driver root")
@@ -98,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-d", "--debug", type=_path("--debug"), metavar="FILE", help="write a debug log to FILE")
     parser.add_argument("-k", "--load-kmods", action="store_true",
                         help="accepted for compatibility: kernel modules are loaded by the host")
-    parser.add_argument("-V", "--version", action="version", version=f"{PROG} {VERSION}")
+    parser.add_argument("-V", "--version", action=_Version, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 

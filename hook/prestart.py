@@ -1,6 +1,7 @@
 """nvidia-container-runtime-hook: the OCI prestart hook that gives a starting container its GPUs.
 
     nvidia-container-runtime-hook [-config FILE] [-debug] prestart < state.json
+    nvidia-container-runtime-hook -version
 
 Docker (`--gpus`) and the runtime shim in legacy mode add it to config.json. `poststart` and
 `poststop` succeed doing nothing (old configs list the hook for them too).
@@ -41,8 +42,9 @@ class UsageError(Exception):
 
 def parse_argv(argv: list[str]) -> tuple[str, str | None]:
     """(command, config file). Go-style flags as NVIDIA's hook takes them: -config FILE,
-    -config=FILE (one or two dashes), -debug (accepted, no effect)."""
-    command, config = None, None
+    -config=FILE (one or two dashes), -debug (accepted, no effect), -version (command "version":
+    print the version and exit, whatever else is given)."""
+    command, config, version = None, None, False
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -50,6 +52,9 @@ def parse_argv(argv: list[str]) -> tuple[str, str | None]:
         if arg.startswith("-"):
             name, has_value, value = arg.lstrip("-").partition("=")
             if name == "debug":
+                continue
+            if name == "version":
+                version = not has_value or value in ("1", "t", "T", "TRUE", "true", "True")  # Go's booleans
                 continue
             if name != "config":
                 raise UsageError(f"unknown flag {arg!r}")
@@ -63,6 +68,8 @@ def parse_argv(argv: list[str]) -> tuple[str, str | None]:
             command = arg
         else:
             raise UsageError(f"unexpected argument {arg!r}")
+    if version:
+        return "version", config
     if command is None:
         raise UsageError("missing command: prestart, poststart or poststop")
     return command, config
@@ -149,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     os._exit(code)
 
 
-USAGE = f"usage: {PROG} [-config FILE] [-debug] prestart|poststart|poststop   (OCI state on stdin)"
+USAGE = f"usage: {PROG} [-config FILE] [-debug] [-version] prestart|poststart|poststop   (OCI state on stdin)"
 
 
 def run(argv: list[str]) -> int:
@@ -160,6 +167,11 @@ def run(argv: list[str]) -> int:
         command, config_file = parse_argv(argv)
     except UsageError as e:
         return _error(f"{e} ({USAGE})")
+    if command == "version":
+        from cdi.version import version_line
+
+        print(version_line(PROG))
+        return 0
     if command in ("poststart", "poststop"):
         return 0
     if command != "prestart":

@@ -4,7 +4,8 @@
 
 Run with the interpreter the programs should use (the venv's, or the system package's). It bakes
 that interpreter's path and the import path of this installation into the binary, so the launched
-program needs nothing from the environment. Each program is a copy of the binary named after it
+program needs nothing from the environment, and the toolkit's version (cdi.version) for --version.
+Each program is a copy of the binary named after it
 (the launcher picks the program by its own file name). nvidia-cdi-hook is C (cdi_hook/), linked
 into the same binary with the C helper's sources (src/): it needs no interpreter at all.
 """
@@ -65,13 +66,26 @@ def import_path() -> list[str]:
     return seen
 
 
+def toolkit_version() -> tuple[str, str]:
+    """(name, version) of the toolkit, from the one source cdi.version reads."""
+    sys.path.insert(0, str(PACKAGE_DIR.parent))
+    try:
+        from cdi.version import DISTRIBUTION, toolkit_version as version
+    finally:
+        sys.path.pop(0)
+    return DISTRIBUTION, version()
+
+
 def build_launcher(python: str, out: Path, cc: str = "cc") -> None:
+    name, version = toolkit_version()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "launcher_config.h")
         config.write_text(
             "/* written by libcontainer_c/install_launchers.py */\n"
             f"#define GCT_PYTHON {c_string(python)}\n"
             f"#define GCT_SYS_PATH_LITERAL {c_string(repr(import_path()))}\n"
+            f"#define GCT_TOOLKIT_NAME {c_string(name)}\n"
+            f"#define GCT_TOOLKIT_VERSION {c_string(version)}\n"
         )
         sources = [str(p) for d in NATIVE_SOURCE_DIRS for p in sorted(d.glob("*.c"))]
         # unused C helper functions (the cffi module's) are dropped: --gc-sections

@@ -13,7 +13,8 @@
  *     caller controls.
  * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly.
  *
- * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_LITERAL) and runs
+ * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_LITERAL,
+ * GCT_TOOLKIT_NAME, GCT_TOOLKIT_VERSION) and runs
  *   gcc -static -O2 -D_GNU_SOURCE -I<dir of launcher_config.h> -Isrc -Icdi_hook launcher.c \
  *       cdi_hook/\*.c src/\*.c -o launcher
  */
@@ -29,6 +30,14 @@
 
 #include "cdi_hook.h"
 #include "launcher_config.h"
+
+/* Every program's --version line, as cdi/version.py prints it for the Python ones; the version was
+ * baked in by install_launchers.py from the package's own (one source). */
+void launcher_print_version(const char *program)
+{
+    printf("%s (%s) %s\n", program, GCT_TOOLKIT_NAME, GCT_TOOLKIT_VERSION);
+}
+
 #include "launcher_identity.c"   /* whether a file is one of us (a runtime must not be) */
 #include "runtime_passthrough.c" /* the runtime shim's fast path: runtime commands without Python */
 

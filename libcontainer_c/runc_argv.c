@@ -34,16 +34,19 @@ static int go_bool(const char *value)
 }
 
 /*
- * The index in argv of the subcommand runc will run, or 0 when it runs none (a usage error, help or
- * version). Go's flag.Parse at the global level: flags until the first non-flag or a consumed "--";
- * "-x" and "--x" alike; a value as "=v" or the next argument, whatever it is; booleans only "=v".
+ * What runc does at the global level: the index in argv of the subcommand it runs, or 0 when it runs
+ * none (a usage error, help or version); *prints_version: whether it prints its version (--version or
+ * -v, and no help, which urfave/cli checks first). Go's flag.Parse: flags until the first non-flag or a
+ * consumed "--"; "-x" and "--x" alike; a value as "=v" or the next argument, whatever it is; booleans
+ * only "=v".
  */
-static int runc_command_index(int argc, char **argv)
+static int runc_globals(int argc, char **argv, int *prints_version)
 {
     /* help, h, version, v: each its own Go flag; urfave/cli refuses both spellings of one in a line */
     static const char *const printing[] = {"help", "h", "version", "v", NULL};
     int seen[4] = {0}, value_of[4] = {0};
     int i = 1;
+    *prints_version = 0;
     while (i < argc) {
         const char *arg = argv[i];
         if (strlen(arg) < 2 || arg[0] != '-')
@@ -76,9 +79,13 @@ static int runc_command_index(int argc, char **argv)
     }
     if ((seen[0] && seen[1]) || (seen[2] && seen[3]))
         return 0;
-    if (i >= argc || value_of[0] || value_of[1] || value_of[2] || value_of[3])
-        return 0; /* no command, or help/version printed instead */
-    return i;
+    if (value_of[0] || value_of[1])
+        return 0; /* help printed instead */
+    if (value_of[2] || value_of[3]) {
+        *prints_version = 1;
+        return 0;
+    }
+    return i < argc ? i : 0; /* no command: runc prints its help */
 }
 
 /* runc's create/run flags: name and whether it takes a value (run adds the last four). */

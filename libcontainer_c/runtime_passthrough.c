@@ -287,7 +287,8 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
      * refuses it in one line. */
     if (gct_is_launcher(runtime))
         return;
-    int index = runc_command_index(argc, argv);
+    int prints_version;
+    int index = runc_globals(argc, argv, &prints_version);
     const char *bundle = NULL;
     if (index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0) &&
         (!runc_create_bundle(argc, argv, index, &bundle) || !bundle_asks_for_nothing(bundle, text)))
@@ -302,7 +303,16 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
     args[argc] = NULL;
     if (cache_field(text, "debug-log", log_path, sizeof(log_path)) == 0)
         log_passthrough(log_path, name, index ? argv[index] : "", bundle, runtime);
+    if (prints_version) { /* ours first, then the runtime's own (as NVIDIA's runtime does) */
+        launcher_print_version(name);
+        putchar('\n');
+        fflush(stdout);
+    }
     execve(runtime, args, envp);
+    if (prints_version) { /* printed already: Python must not print it again */
+        fprintf(stderr, "%s: error: cannot execute the low-level runtime: %s (%s)\n", name, strerror(errno), runtime);
+        exit(1);
+    }
     free(args); /* not executable any more: Python finds out why and says so */
 }
 

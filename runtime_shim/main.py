@@ -148,6 +148,10 @@ def main() -> int:
     # says where the debug log is.
     log.hold(program)
     sys.stderr = warning_stream()
+    if parse_runc_argv(args).prints_version:  # ours first, then the runtime's own (the launcher does the same)
+        from cdi.version import version_line
+
+        print(version_line(program) + "\n", flush=True)
     try:
         environ = caller_environment()
         runtime = run(program, args, environ, launcher_exe)

@@ -52,11 +52,13 @@ class ArgvError(ValueError):
 class RuncCommand:
     """What runc does with a command line (a plain class: dataclasses cost milliseconds to import)."""
 
-    __slots__ = ("command", "global_flags", "modify", "bundle", "container_id", "error")
+    __slots__ = ("command", "global_flags", "modify", "bundle", "container_id", "error", "prints_version")
 
     def __init__(self, command: str | None, global_flags: dict[str, str], modify: bool = False,
-                 bundle: str | None = None, container_id: str | None = None, error: str = ""):
+                 bundle: str | None = None, container_id: str | None = None, error: str = "",
+                 prints_version: bool = False):
         self.command = command            # the subcommand runc runs; None: none (help, version, usage error)
+        self.prints_version = prints_version  # runc prints its version (and runs nothing)
         self.global_flags = global_flags  # as given (booleans as "true"/"false"), last occurrence wins
         self.modify = modify              # a valid create/run: the shim edits its bundle
         self.bundle = bundle              # as given; None or "" means the current directory
@@ -161,9 +163,10 @@ def parse_runc_argv(args: list[str]) -> RuncCommand:
         global_flags, rest = parse_flags(list(args), GLOBAL_FLAGS)
     except ArgvError as exc:
         return RuncCommand(None, {}, error=str(exc))
-    if not rest or "true" in (global_flags.get("help"), global_flags.get("h"), global_flags.get("version"),
-                              global_flags.get("v")):
-        return RuncCommand(None, global_flags)
+    helps = "true" in (global_flags.get("help"), global_flags.get("h"))
+    version = "true" in (global_flags.get("version"), global_flags.get("v"))
+    if not rest or helps or version:  # urfave/cli: help first, then version, then the command
+        return RuncCommand(None, global_flags, prints_version=version and not helps)
     command = rest[0]
     if command not in MODIFIED_COMMANDS:
         return RuncCommand(command, global_flags)

@@ -88,4 +88,7 @@ int hook_run_tasks(const char *rootfs, const struct hook_tasks *tasks, struct ho
 /* main.c */
 int cdi_hook_main(int argc, char **argv);
 
+/* launcher.c: "<program> (gpu-container-toolkit) <version>" on stdout, every program's --version */
+void launcher_print_version(const char *program);
+
 #endif

@@ -27,6 +27,7 @@ static const char usage[] =
     "                                         /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so a later\n"
     "                                         ldconfig in the container keeps it\n"
     "Both take --container-spec FILE (the bundle's config.json); global --debug/--quiet are accepted.\n"
+    "--version (-v) prints the version, --help this text.\n"
     "Unknown subcommands and options (from a newer spec) are warned about and skipped.\n";
 
 static int is_help(const char *arg)
@@ -71,6 +72,10 @@ int cdi_hook_main(int argc, char **argv)
 
     if (argc > 1 && is_help(argv[1])) {
         fputs(usage, stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (argc > 1 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0)) {
+        launcher_print_version(HOOK_PROG);
         return fflush(stdout) == 0 ? 0 : 1;
     }
     rc = hook(argc, argv, &tasks, &err);

@@ -15,6 +15,7 @@ from tests.unit.runtime_shim.argv_table import CASES, parametrize_cases
 def test_parser_matches_the_table(case):
     parsed = parse_runc_argv(case["argv"])
     assert parsed.command == case["command"]
+    assert parsed.prints_version == case.get("version", False)
     assert parsed.modify == case["modify"], parsed.error
     if case["modify"]:
         assert (parsed.bundle or "") == case["bundle"]
@@ -68,3 +69,12 @@ def test_table_agrees_with_real_runc(case, tmp_path):
         assert f"chdir {case['bundle']}: no such file or directory" in output, output
     else:
         assert "JSON specification file config.json not found" in output, output
+
+
+@pytest.mark.skipif(RUNC is None or os.geteuid() != 0, reason="needs runc, as root")
+@parametrize_cases([c for c in CASES if c["command"] is None or any("-v" in a for a in c["argv"])])
+def test_table_says_when_real_runc_prints_its_version(case, tmp_path):
+    """The shim prints its own version line first exactly when runc prints its version (issue 14.13)."""
+    result = subprocess.run([RUNC, *case["argv"]], cwd=tmp_path, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=30)
+    assert ("runc version" in result.stdout) == case.get("version", False), result.stdout + result.stderr
