@@ -154,7 +154,10 @@ def test_legacy_cuda_image_gets_every_gpu_and_its_cuda_requirement(host, tmp_pat
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert {"/dev/nvidia0", "/dev/nvidia1"} <= nodes(lines)
-    assert len(smi(lines)) == 2
+    # `all`: GPU 0, and GPU 1 (in MIG mode) with its two MIG devices
+    listed = smi(lines)
+    assert [line.split(":")[0].strip() for line in listed] == ["GPU 0", "GPU 1", "MIG 1g.5gb      Device  0",
+                                                               "MIG 1g.5gb      Device  1"], listed
 
 
 def test_legacy_cuda_image_newer_than_the_driver_is_refused(host, tmp_path):
