@@ -54,7 +54,17 @@ DEFAULT_HOOK_PATH = "/usr/bin/nvidia-cdi-hook"
 HOOK_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin",)
 CREATE_CONTAINER = "createContainer"
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
+ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION = "enable-cuda-compat", "disable-device-node-modification"
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
+DRIVER_PARAMS = "/proc/driver/nvidia/params"
+# Where libcuda is in the container, for programs that look for the driver's libcuda (NVIDIA's specs
+# set it too).
+LIBCUDA_DIR_ENV = "NVIDIA_CTK_LIBCUDA_DIR"
+LIBCUDA_SONAME = "libcuda.so.1"
+# Our nvidia-cdi-hook (C, in the static launcher) holds its usage text: how a spec's hook path is told
+# from NVIDIA's program, whose argv differs (hook_flavour_of).
+OUR_HOOK_MARKER = b"nvidia-cdi-hook: everything a CDI spec asks at createContainer time"
+OURS, NVIDIAS = "ours", "nvidia"
 
 VISIBLE_DEVICES_VOID = "NVIDIA_VISIBLE_DEVICES=void"
 CONTROL_NODE = "nvidiactl"
@@ -109,23 +119,68 @@ def default_hook_path(argv0: str | None = None) -> str:
     return DEFAULT_HOOK_PATH
 
 
-def hook_args(links: Iterable[tuple[str, str]], folders: Iterable[str], ldconfig: str | None = None) -> list[str]:
-    """The argv of the one hook entry: `create-symlinks --link TARGET::LINK ...` then
-    `update-ldcache --folder DIR ... [--ldconfig-path @PATH]` in the same process."""
-    args = [HOOK_PROGRAM]
-    links = list(links)
-    folders = list(folders)
+def hook_flavour_of(path: str) -> str:
+    """OURS when the file at path is our nvidia-cdi-hook (or cannot be opened: a spec may be written
+    before the package is installed), NVIDIAS when it is another program (NVIDIA's nvidia-cdi-hook or
+    nvidia-ctk, or anything but a regular file), whose subcommands take one entry each."""
+    if os.path.basename(path) == "nvidia-ctk":
+        return NVIDIAS
+    import mmap
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO there must not hang us
+    except OSError:
+        return OURS
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size == 0:
+            return NVIDIAS
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            return OURS if data.find(OUR_HOOK_MARKER) >= 0 else NVIDIAS
+    except (OSError, ValueError):
+        return NVIDIAS
+    finally:
+        os.close(fd)
+
+
+def hook_args(links: Iterable[tuple[str, str]], folders: Iterable[str], ldconfig: str | None = None, *,
+              host_driver_version: str | None = None, params_file: str | None = None) -> list[str]:
+    """The argv of our one hook entry: `create-symlinks --link TARGET::LINK ...`, `update-ldcache
+    --folder DIR ... [--ldconfig-path @PATH]`, `enable-cuda-compat --host-driver-version V` (with
+    update-ldcache: it orders the cache) and `disable-device-node-modification [--params-file P]`
+    (when params_file is given; P only when it is not /proc/driver/nvidia/params) in one process."""
+    return [HOOK_PROGRAM] + [arg for entry in _subcommands(links, folders, ldconfig, host_driver_version,
+                                                           params_file, OURS) for arg in entry]
+
+
+def nvidia_hook_entries(links, folders, ldconfig: str | None = None, *, host_driver_version: str | None = None,
+                        params_file: str | None = None, program: str = HOOK_PROGRAM) -> list[list[str]]:
+    """The same work as NVIDIA's tools spell it: one argv per subcommand (its hook parses only one),
+    `--host-driver-version=V`, ldconfig without `@`, no --params-file (it reads the host's /proc);
+    `nvidia-ctk` takes them after `hook`."""
+    prefix = [program, "hook"] if program == "nvidia-ctk" else [program]
+    return [prefix + entry for entry in _subcommands(links, folders, ldconfig, host_driver_version,
+                                                     params_file, NVIDIAS)]
+
+
+def _subcommands(links, folders, ldconfig, host_driver_version, params_file, flavour) -> list[list[str]]:
+    out = []
+    links, folders = list(links), list(folders)
     if links:
-        args.append(CREATE_SYMLINKS)
-        for target, link in links:
-            args += ["--link", f"{target}::{link}"]
+        out.append([CREATE_SYMLINKS] + [a for target, link in links for a in ("--link", f"{target}::{link}")])
+    if folders and host_driver_version:
+        out.append([ENABLE_CUDA_COMPAT, f"--host-driver-version={host_driver_version}"] if flavour == NVIDIAS
+                   else [ENABLE_CUDA_COMPAT, "--host-driver-version", host_driver_version])
     if folders:
-        args.append(UPDATE_LDCACHE)
-        for folder in folders:
-            args += ["--folder", folder]
+        entry = [UPDATE_LDCACHE] + [a for folder in folders for a in ("--folder", folder)]
         if ldconfig and ldconfig.lstrip("@") != DEFAULT_LDCONFIG:
-            args += ["--ldconfig-path", "@" + ldconfig.lstrip("@")]
-    return args
+            entry += ["--ldconfig-path", ("@" if flavour == OURS else "") + ldconfig.lstrip("@")]
+        out.append(entry)
+    if params_file:
+        entry = [DISABLE_DEVICE_NODE_MODIFICATION]
+        if flavour == OURS and params_file != DRIVER_PARAMS:
+            entry += ["--params-file", params_file]
+        out.append(entry)
+    return out
 
 
 class _Node(Record, frozen=True):
@@ -142,7 +197,8 @@ class EditsBuilder:
     def __init__(self, driver_root: DriverRoot | str, inventory: Inventory, capabilities: Iterable[str], *,
                  hook_path: str | None = None, ldconfig: str | None = None,
                  driver_files: DriverFiles | None = None, search_path: str | None = None,
-                 mps_pipe_directory: str | None = None, ld_cache: str | None = None):
+                 mps_pipe_directory: str | None = None, ld_cache: str | None = None,
+                 hook_flavour: str = OURS):
         self.root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
         self.inventory = inventory
         try:
@@ -150,6 +206,7 @@ class EditsBuilder:
         except DriverFilesError as e:
             raise DiscoveryError(e.what, e.where) from None
         self.hook_path = hook_path or default_hook_path()
+        self.hook_flavour = hook_flavour   # NVIDIAS: NVIDIA's program at hook_path (hook_flavour_of)
         self.ldconfig = ldconfig
         self._driver_files = driver_files
         self._locate_options = {k: v for k, v in (("search_path", search_path),
@@ -237,13 +294,21 @@ class EditsBuilder:
         files = self.driver_files
         mounts = [Mount(host_path=f.host_path, container_path=f.container_path,
                         options=list(MOUNT_OPTIONS[f.kind])) for f in files.files]
-        hooks = []
         links = [(link.target, link.path) for link in files.symlinks]
         folders = list(dict.fromkeys(posixpath.dirname(f.container_path) for f in files.libraries))
-        if links or folders:
-            hooks.append(Hook(hook_name=CREATE_CONTAINER, path=self.hook_path,
-                              args=hook_args(links, folders, self.ldconfig), env=list(HOOK_ENV)))
-        return ContainerEdits(env=[VISIBLE_DEVICES_VOID], device_nodes=nodes, mounts=mounts, hooks=hooks)
+        libcuda = [posixpath.dirname(f.container_path) for f in files.of_kind(LIBRARY) if f.soname == LIBCUDA_SONAME]
+        params = self.root.proc_path(DRIVER_PARAMS[len("/proc/"):])
+        work = {"host_driver_version": self.inventory.driver_version if libcuda else None,
+                "params_file": params if os.path.isfile(params) else None}
+        if self.hook_flavour == NVIDIAS:
+            argvs = nvidia_hook_entries(links, folders, self.ldconfig, **work,
+                                        program=os.path.basename(self.hook_path))
+        else:
+            argvs = [hook_args(links, folders, self.ldconfig, **work)] if links or folders or work["params_file"] else []
+        hooks = [Hook(hook_name=CREATE_CONTAINER, path=self.hook_path, args=argv, env=list(HOOK_ENV))
+                 for argv in argvs]
+        env = [f"{LIBCUDA_DIR_ENV}={libcuda[0]}"] if libcuda else []
+        return ContainerEdits(env=env + [VISIBLE_DEVICES_VOID], device_nodes=nodes, mounts=mounts, hooks=hooks)
 
     # -- a resolved request --------------------------------------------------------------------
 

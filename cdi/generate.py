@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cdi.discover import EditsBuilder, build_spec_devices
+from cdi.discover import NVIDIAS, OURS, EditsBuilder, build_spec_devices, hook_flavour_of
 from cdi.driver_files import ALL_CAPABILITIES
 from cdi.driver_root import DriverRoot
 from cdi.errors import CdiError
@@ -54,11 +54,19 @@ def generate_spec(driver_root: DriverRoot | str, inventory: Inventory, *, vendor
                   capabilities: Iterable[str] = GENERATE_CAPABILITIES,
                   builder: EditsBuilder | None = None) -> Spec:
     """The spec (cdiVersion unset: the writer fills in the oldest one that fits). `ldconfig`: the host
-    ldconfig the hook runs; `ld_cache`: the driver root's ld.so.cache path (config `ldcache`)."""
+    ldconfig the hook runs; `ld_cache`: the driver root's ld.so.cache path (config `ldcache`).
+    `hook_path` may be NVIDIA's nvidia-cdi-hook (or nvidia-ctk): the spec then carries one hook entry
+    per subcommand in NVIDIA's spelling, which that program reads (ours takes one chain)."""
     kind = f"{vendor}/{cls}"
     parse_kind(kind)  # InvalidNameError (a CdiError) names the broken rule
+    flavour = hook_flavour_of(hook_path) if hook_path else OURS
+    if flavour == NVIDIAS:
+        from cdi.log import get_logger
+
+        get_logger(__name__).warning("%s is not this toolkit's nvidia-cdi-hook: writing NVIDIA's hook "
+                                     "entries, one process per subcommand", hook_path)
     builder = builder or EditsBuilder(driver_root, inventory, capabilities, hook_path=hook_path,
-                                      ldconfig=ldconfig, ld_cache=ld_cache or None)
+                                      ldconfig=ldconfig, ld_cache=ld_cache or None, hook_flavour=flavour)
     devices = build_spec_devices(builder, select_generate_devices(inventory, device_ids),
                                  list(strategies) or list(DEFAULT_STRATEGIES), all_device)
     if not devices:

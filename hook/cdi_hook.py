@@ -26,7 +26,10 @@ from cdi.errors import what_where
 from cdi.regular_file import read_regular_file
 
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
+ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION = "enable-cuda-compat", "disable-device-node-modification"
+SUBCOMMANDS = (CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION)
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
+PARAMS_PATH = "/proc/driver/nvidia/params"
 MAX_STATE = 1 << 20
 MAX_CONFIG = 16 << 20
 LINK_SEPARATOR = "::"
@@ -37,7 +40,14 @@ _OPTIONS = {
                       "--host-root": (None, False)},   # --host-root: an old flag with no effect
     UPDATE_LDCACHE: {"--folder": ("folders", True), "--ldconfig-path": ("ldconfig", False),
                      "--container-spec": ("container_spec", False)},
+    ENABLE_CUDA_COMPAT: {"--host-driver-version": ("host_driver_version", False),
+                         "--container-spec": ("container_spec", False)},
+    # --params-file: ours, a driver root's copy of the driver's params
+    DISABLE_DEVICE_NODE_MODIFICATION: {"--params-file": ("params_file", False),
+                                       "--container-spec": ("container_spec", False)},
 }
+# the compat folder is an order in the ld cache update-ldcache builds (see the C program's args.c)
+COMPAT_ALONE = f"ignoring {ENABLE_CUDA_COMPAT}: it needs {UPDATE_LDCACHE} in the same hook entry"
 _GLOBAL_FLAGS = ("--debug", "-d", "--quiet", "-q")
 
 
@@ -56,12 +66,15 @@ class Tasks:
         self.folders: list[str] = []               # library folders for ldconfig
         self.update_ldcache = False
         self.ldconfig = DEFAULT_LDCONFIG           # host path
+        self.host_driver_version: str | None = None   # enable-cuda-compat
+        self.disable_device_node_modification = False
+        self.params_file = PARAMS_PATH             # the driver's params, a host path
         self.container_spec: str | None = None     # config.json, if given
         self.warnings: list[str] = []
 
     @property
     def empty(self) -> bool:
-        return not self.links and not self.update_ldcache
+        return not self.links and not self.update_ldcache and not self.disable_device_node_modification
 
 
 def parse_args(args: list[str]) -> Tasks:
@@ -75,9 +88,10 @@ def parse_args(args: list[str]) -> Tasks:
     while i < len(args):
         arg = args[i]
         i += 1
-        if arg in (CREATE_SYMLINKS, UPDATE_LDCACHE):
+        if arg in SUBCOMMANDS:
             current = arg
             tasks.update_ldcache |= arg == UPDATE_LDCACHE
+            tasks.disable_device_node_modification |= arg == DISABLE_DEVICE_NODE_MODIFICATION
             continue
         if arg in _GLOBAL_FLAGS and current is None:
             continue
@@ -92,8 +106,7 @@ def parse_args(args: list[str]) -> Tasks:
             if current != "unknown":
                 tasks.warnings.append(f"ignoring unknown option {name!r}" + (f" of {current}" if current else ""))
             # a following plain word is taken as its value, unless it is a subcommand
-            if not has_value and i < len(args) and not args[i].startswith("-") \
-                    and args[i] not in (CREATE_SYMLINKS, UPDATE_LDCACHE):
+            if not has_value and i < len(args) and not args[i].startswith("-") and args[i] not in SUBCOMMANDS:
                 i += 1
             continue
         if not has_value:
@@ -102,6 +115,8 @@ def parse_args(args: list[str]) -> Tasks:
             value = args[i]
             i += 1
         _set_option(tasks, current, name, option, value)
+    if tasks.host_driver_version and not tasks.update_ldcache:
+        tasks.warnings.append(COMPAT_ALONE)
     return tasks
 
 
@@ -126,6 +141,14 @@ def _set_option(tasks: Tasks, subcommand: str, name: str, option, value: str) ->
         if not path.startswith("/"):
             raise HookError(f"ldconfig {value!r} must be an absolute host path", f"{subcommand} {name}")
         tasks.ldconfig = path  # always the host's binary: the runner never runs one from the image
+    elif attr == "host_driver_version":
+        if not value[0].isascii() or not value[0].isdigit():
+            raise HookError(f"invalid driver version {value!r}", f"{subcommand} {name}")
+        tasks.host_driver_version = value
+    elif attr == "params_file":
+        if not value.startswith("/"):
+            raise HookError(f"params file {value!r} is not an absolute path", f"{subcommand} {name}")
+        tasks.params_file = value
     else:
         # container_spec: under runc the hook's cwd is the rootfs, so a relative path is the image's choice
         if not value.startswith("/"):
@@ -182,16 +205,20 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     return config, os.path.normpath(os.path.join(bundle, path))
 
 
-def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | None, warn) -> None:
-    """Rebuild the rootfs' ld.so.cache with the host's ldconfig, scanning `folders` too."""
+def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | None, warn,
+                   host_driver_version: str | None = None) -> None:
+    """Rebuild the rootfs' ld.so.cache with the host's ldconfig, scanning `folders` too; with
+    `host_driver_version` (enable-cuda-compat), the image's CUDA compat folder goes first when its
+    libcuda is for a newer driver major (as nvidia-cdi-hook does)."""
     from libcontainer_c.errors import ContainerFsError
-    from libcontainer_c.ldconfig import LdconfigError, run_ldconfig
+    from libcontainer_c.ldconfig import LdconfigError, cuda_compat_folder, run_ldconfig
     from libcontainer_c.rootfs import Rootfs
 
     try:
         with Rootfs(rootfs) as root:
             has_etc = root.exists("/etc")
-            existing = [f for f in folders if root.exists(f)]
+            compat = cuda_compat_folder(root, host_driver_version, warn) if has_etc and host_driver_version else None
+            existing = ([compat] if compat else []) + [f for f in folders if f != compat and root.exists(f)]
             if has_etc and existing:
                 write_ld_so_conf(root, existing, warn)
     except ContainerFsError as e:

@@ -16,7 +16,9 @@ Applying it, in order:
    (libraries and binaries never noexec); the links of the edits' nvidia-cdi-hook entry; the
    /proc/driver/nvidia tmpfs where that directory exists. The child undoes its own mounts if an
    operation fails.
-2. the ld cache, by the one sandboxed ldconfig runner (host binary, chroot, no capabilities).
+2. the ld cache, by the one sandboxed ldconfig runner (host binary, chroot, no capabilities), with
+   the image's CUDA compat folder first when the entry asks for enable-cuda-compat and its libcuda is
+   for a newer driver (libcontainer_c.ldconfig.cuda_compat_folder, nvidia-cdi-hook's C check).
 3. the device cgroup: v1 `devices.allow` of the container's cgroup, or on cgroup v2 a device program
    that replaces the runtime's and holds its rules plus ours.
 A failure in 2 or 3 unmounts everything step 1 mounted (a second batch in the same namespace) before
@@ -74,13 +76,14 @@ class InjectionPlan:
     """Everything that will be done; built without touching the container."""
 
     def __init__(self, edits: ContainerEdits, links: list[tuple[str, str]], folders: list[str],
-                 update_ldcache: bool, ldconfig: str, proc_view):
+                 update_ldcache: bool, ldconfig: str, proc_view, host_driver_version: str | None = None):
         self.edits = edits
         self.links = links              # (target, link path in the container)
         self.folders = folders          # library folders for ldconfig
         self.update_ldcache = update_ldcache
         self.ldconfig = ldconfig        # host path
-        self.proc_view = proc_view      # hook.proc_driver.ProcView
+        self.proc_view = proc_view      # hook.proc_driver.ProcView (ModifyDeviceFiles: 0 included)
+        self.host_driver_version = host_driver_version   # enable-cuda-compat
 
     @property
     def device_nodes(self) -> list[DeviceNode]:
@@ -141,7 +144,7 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
     for name in _imex_channel_names(root, imex_channels, imex_all):
         edits.device_nodes.append(_host_node(root, f"{IMEX_DIR}/{name}", f"IMEX channel {name[7:]}"))
 
-    links, folders, update_ldcache = [], [], False
+    links, folders, update_ldcache, host_driver_version = [], [], False, None
     for hook in edits.hooks:
         if posixpath.basename(hook.path) != HOOK_PROGRAM:
             raise InjectionError(f"cannot run hook {hook.path} live: only {HOOK_PROGRAM} entries are known")
@@ -152,12 +155,15 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
         links += [link for link in tasks.links if link not in links]
         folders += [folder for folder in tasks.folders if folder not in folders]
         update_ldcache |= tasks.update_ldcache
+        host_driver_version = host_driver_version or tasks.host_driver_version
+        # disable-device-node-modification: the /proc/driver/nvidia view below holds the params with
+        # ModifyDeviceFiles: 0 already
     view = None
     if proc_view:
         view = build_proc_view(root.proc_path("driver/nvidia"), selection.all_gpus(inventory),
                                selection.mig_devices, lambda index: inventory.gpu_by_index(index).minor,
                                mig_config=bool(mig_config), mig_monitor=bool(mig_monitor))
-    return InjectionPlan(edits, links, folders, update_ldcache, ldconfig, view)
+    return InjectionPlan(edits, links, folders, update_ldcache, ldconfig, view, host_driver_version)
 
 
 def _check_gpu_ids(ids: tuple[str, ...], variable: str, inventory: Inventory) -> None:
@@ -302,7 +308,7 @@ def _update_ldcache(plan: InjectionPlan, target: Target, warn) -> None:
     from hook.cdi_hook import HookError, update_ldcache
 
     try:
-        update_ldcache(target.rootfs, plan.folders, plan.ldconfig, target.pid, warn)
+        update_ldcache(target.rootfs, plan.folders, plan.ldconfig, target.pid, warn, plan.host_driver_version)
     except HookError as e:
         raise InjectionError(str(e)) from None
 

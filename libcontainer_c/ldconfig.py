@@ -13,6 +13,7 @@ Capabilities: none are kept. ldconfig runs as uid 0 inside the rootfs, so it can
 /etc of an ordinary image without CAP_DAC_OVERRIDE; an image whose /etc is not writable by its owner
 root gets a failed ldconfig (reported), never a privileged one.
 """
+import errno
 import os
 
 from ._native import ffi, lib
@@ -136,6 +137,22 @@ def write_ld_so_conf(root, folders) -> None:
     c_folders = ffi.new("char *[]", keep + [ffi.NULL])
     if lib.gct_write_ld_so_conf(root.fileno(), c_folders, len(keep)) < 0:
         raise ContainerFsError(ffi.errno, "write ld.so.conf.d", LD_SO_CONF_PATH)
+
+
+def cuda_compat_folder(root, host_driver_version: str, warn) -> str | None:
+    """The image's CUDA forward-compat folder (/usr/local/cuda/compat) when its one
+    libcuda.so.<version> is for a newer driver major than ``host_driver_version``, else None.
+    ``root`` is an open :class:`~libcontainer_c.rootfs.Rootfs`; the folder is read inside it by the C
+    helper (``gct_cuda_compat_major``, nvidia-cdi-hook's too). A problem reading it is a warning."""
+    folder = ffi.string(lib.gct_cuda_compat_dir()).decode()
+    major = lib.gct_cuda_compat_major(root.fileno())
+    if major < 0:
+        err = ffi.errno
+        reason = "more than one libcuda.so.<version>" if err == errno.ENOTUNIQ else os.strerror(err)
+        warn(f"not using the CUDA compat libraries in {folder}: {reason}")
+        return None
+    digits = host_driver_version.split(".", 1)[0]
+    return folder if digits.isdigit() and major > int(digits) else None
 
 
 def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigResult:

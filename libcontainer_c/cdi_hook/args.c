@@ -1,7 +1,8 @@
 /* nvidia-cdi-hook's arguments: a chain of subcommands in one argv,
  *
  *   [hook] [--debug|-d|--quiet|-q] create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR
- *          [--ldconfig-path @PATH] ...   (both take --container-spec FILE)
+ *          [--ldconfig-path @PATH] ... enable-cuda-compat --host-driver-version V
+ *          disable-device-node-modification [--params-file PATH]   (each takes --container-spec FILE)
  *
  * our spec's one entry as well as NVIDIA's one-subcommand-per-entry form (`hook` is the prefix of
  * `nvidia-ctk hook ...`). A newer spec may carry subcommands and options we do not know: they are
@@ -16,10 +17,12 @@
 
 #define CREATE_SYMLINKS "create-symlinks"
 #define UPDATE_LDCACHE "update-ldcache"
+#define ENABLE_CUDA_COMPAT "enable-cuda-compat"
+#define DISABLE_DEVICE_NODE_MODIFICATION "disable-device-node-modification"
 #define UNKNOWN_SUBCOMMAND "unknown"   /* options after an unknown subcommand are skipped silently */
 #define LINK_SEPARATOR "::"
 
-enum field { F_NONE, F_LINKS, F_FOLDERS, F_LDCONFIG, F_CONTAINER_SPEC };
+enum field { F_NONE, F_LINKS, F_FOLDERS, F_LDCONFIG, F_DRIVER_VERSION, F_PARAMS_FILE, F_CONTAINER_SPEC };
 
 struct option {
     const char *subcommand;
@@ -34,13 +37,24 @@ static const struct option options[] = {
     { UPDATE_LDCACHE, "--folder", F_FOLDERS },
     { UPDATE_LDCACHE, "--ldconfig-path", F_LDCONFIG },
     { UPDATE_LDCACHE, "--container-spec", F_CONTAINER_SPEC },
+    { ENABLE_CUDA_COMPAT, "--host-driver-version", F_DRIVER_VERSION },
+    { ENABLE_CUDA_COMPAT, "--container-spec", F_CONTAINER_SPEC },
+    { DISABLE_DEVICE_NODE_MODIFICATION, "--params-file", F_PARAMS_FILE },   /* ours: a driver root's proc */
+    { DISABLE_DEVICE_NODE_MODIFICATION, "--container-spec", F_CONTAINER_SPEC },
+};
+
+static const char *const subcommands[] = {
+    CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION, NULL
 };
 
 static const char *const global_flags[] = { "--debug", "-d", "--quiet", "-q", NULL };
 
 static int is_subcommand(const char *arg)
 {
-    return strcmp(arg, CREATE_SYMLINKS) == 0 || strcmp(arg, UPDATE_LDCACHE) == 0;
+    for (int i = 0; subcommands[i]; i++)
+        if (strcmp(arg, subcommands[i]) == 0)
+            return 1;
+    return 0;
 }
 
 static int is_global_flag(const char *arg)
@@ -130,6 +144,15 @@ static int set_ldconfig(struct hook_tasks *tasks, const char *value, const char 
     return 0;
 }
 
+/* A version the driver reports ("550.54.15"): its major number is what counts. */
+static int set_driver_version(struct hook_tasks *tasks, const char *value, const char *where, struct hook_error *err)
+{
+    if (value[0] < '0' || value[0] > '9')
+        return fail_quoting(err, where, "invalid driver version %s", value);
+    tasks->host_driver_version = value;
+    return 0;
+}
+
 static int set_option(struct hook_tasks *tasks, const struct option *option, const char *value,
                       struct hook_error *err)
 {
@@ -147,6 +170,13 @@ static int set_option(struct hook_tasks *tasks, const struct option *option, con
         return set_folder(tasks, value, where, err);
     case F_LDCONFIG:
         return set_ldconfig(tasks, value, where, err);
+    case F_DRIVER_VERSION:
+        return set_driver_version(tasks, value, where, err);
+    case F_PARAMS_FILE:
+        if (value[0] != '/')
+            return fail_quoting(err, where, "params file %s is not an absolute path", value);
+        tasks->params_file = value;
+        return 0;
     default:
         /* under runc the hook's cwd is the rootfs: a relative path would be the image's choice */
         if (value[0] != '/')
@@ -162,6 +192,7 @@ static int init_tasks(struct hook_tasks *tasks, int argc)
 
     memset(tasks, 0, sizeof(*tasks));
     tasks->ldconfig = HOOK_DEFAULT_LDCONFIG;
+    tasks->params_file = HOOK_PARAMS_PATH;
     tasks->links = calloc(n, sizeof(*tasks->links));
     tasks->folders = calloc(n, sizeof(*tasks->folders));
     tasks->warnings = calloc(n, sizeof(*tasks->warnings));
@@ -220,6 +251,7 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
         if (is_subcommand(arg)) {
             current = arg;
             tasks->update_ldcache |= strcmp(arg, UPDATE_LDCACHE) == 0;
+            tasks->disable_device_node_modification |= strcmp(arg, DISABLE_DEVICE_NODE_MODIFICATION) == 0;
             i++;
         } else if (current == NULL && is_global_flag(arg)) {
             i++;
@@ -233,12 +265,21 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
             return -1;
         }
     }
+    /* the compat folder is an order in the ld cache that update-ldcache builds: in an entry of its own
+     * (NVIDIA's one-subcommand-per-entry specs) a later update-ldcache process would put the driver's
+     * folder before it again */
+    if (tasks->host_driver_version && !tasks->update_ldcache) {
+        char *text = strdup("ignoring " ENABLE_CUDA_COMPAT ": it needs " UPDATE_LDCACHE " in the same hook entry");
+        if (text == NULL)
+            return hook_fail(err, NULL, "out of memory");
+        tasks->warnings[tasks->nwarnings++] = text;
+    }
     return 0;
 }
 
 int hook_tasks_empty(const struct hook_tasks *tasks)
 {
-    return tasks->nlinks == 0 && !tasks->update_ldcache;
+    return tasks->nlinks == 0 && !tasks->update_ldcache && !tasks->disable_device_node_modification;
 }
 
 void hook_tasks_free(struct hook_tasks *tasks)

@@ -3,8 +3,10 @@
  *   args.c       the argument chains (ours and NVIDIA's spellings) -> struct hook_tasks
  *   json.c       a strict JSON reader that finds a few members (json.h); json_value.c reads them
  *   container.c  the state on stdin and the bundle's config.json -> the rootfs path
- *   tasks.c      links and the ld cache, through libcontainer_c/src (one resolver, one symlink
- *                maker, one ld.so.conf.d writer)
+ *   tasks.c      links, the ld cache (the image's CUDA compat libraries first when they are newer
+ *                than the driver), through libcontainer_c/src (one resolver, one symlink maker, one
+ *                ld.so.conf.d writer)
+ *   params.c     the driver's params with ModifyDeviceFiles: 0, mounted over the container's
  *   ldconfig.c   the host's ldconfig through libcontainer_c's one sandboxed runner
  *   message.c    errors carried up as "<what> (<where>)", warnings, Python-style quoting
  *   main.c       the program: cdi_hook_main(), called by the launcher
@@ -19,6 +21,7 @@
 #define HOOK_MAX_STATE (1 << 20)    /* the OCI state on stdin */
 #define HOOK_MAX_CONFIG (16 << 20)  /* the bundle's config.json */
 #define HOOK_DEFAULT_LDCONFIG "/sbin/ldconfig"
+#define HOOK_PARAMS_PATH "/proc/driver/nvidia/params"   /* the driver's, on the host and in the container */
 
 /* An error on its way up: printed once, at the top, as "nvidia-cdi-hook: error: what (where)". */
 struct hook_error {
@@ -39,6 +42,10 @@ struct hook_tasks {
     size_t nfolders;
     int update_ldcache;
     const char *ldconfig;   /* host path */
+    const char *host_driver_version;   /* enable-cuda-compat: the image's compat libraries go first in
+                                        * the ld cache when they are for a newer driver major */
+    int disable_device_node_modification;
+    const char *params_file;   /* the driver's params (a host path) */
     const char *container_spec;   /* config.json, if given */
     char **warnings;
     size_t nwarnings;
@@ -81,6 +88,11 @@ char *hook_join_normpath(const char *base, const char *path);
 /* ldconfig.c: the host's ldconfig (a host path) in the sandbox, scanning folders too */
 int hook_run_ldconfig(const char *rootfs, const char *ldconfig, const char *const *folders, size_t nfolders,
                       struct hook_error *err);
+
+/* params.c: the container's /proc/driver/nvidia/params covered by a copy with ModifyDeviceFiles: 0,
+ * when the driver's (params_file, a host path) allows device file modification */
+int hook_disable_device_node_modification(int rootfd, const char *rootfs, const char *params_file,
+                                          struct hook_error *err);
 
 /* tasks.c */
 int hook_run_tasks(const char *rootfs, const struct hook_tasks *tasks, struct hook_error *err);

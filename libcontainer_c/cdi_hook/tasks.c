@@ -1,7 +1,10 @@
-/* What the hook does in the container: the links first, then the ld cache. Everything inside the
- * rootfs goes through libcontainer_c/src: paths resolved by the kernel inside the root
- * (gct_resolve), links made under a temporary name and renamed (gct_symlink), the ld.so.conf.d
- * drop-in written without following anything the image put there (gct_write_ld_so_conf). */
+/* What the hook does in the container: the links first, then the ld cache (the image's CUDA compat
+ * folder first when its libraries are for a newer driver major than the host's), then the driver's
+ * params (params.c), last because it is the one step that mounts. Everything inside the rootfs goes
+ * through libcontainer_c/src: paths resolved by the kernel inside the root (gct_resolve), links made
+ * under a temporary name and renamed (gct_symlink), the ld.so.conf.d drop-in written without
+ * following anything the image put there (gct_write_ld_so_conf), the compat folder read inside the
+ * root (gct_cuda_compat_major). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -39,19 +42,40 @@ static int exists_in_root(int rootfd, const char *path)
     return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -1;
 }
 
-/* The folders that exist in the root (ldconfig would complain about the others); *has_etc whether
- * the root has an /etc to hold the cache. */
+/* The image's CUDA forward-compat folder when its libcuda is for a newer driver major than the
+ * host's (ldconfig takes the first folder's library of a soname: it goes before the driver's), else
+ * NULL. It is an option of the image: a problem reading it is a warning. */
+static const char *cuda_compat_folder(int rootfd, const char *host_driver_version)
+{
+    long host_major = strtol(host_driver_version, NULL, 10);
+    int compat_major = gct_cuda_compat_major(rootfd);
+
+    if (compat_major < 0) {
+        hook_warn("not using the CUDA compat libraries in %s: %s", gct_cuda_compat_dir(),
+                  errno == ENOTUNIQ ? "more than one libcuda.so.<version>" : strerror(errno));
+        return NULL;
+    }
+    return compat_major > host_major ? gct_cuda_compat_dir() : NULL;
+}
+
+/* The folders that exist in the root (ldconfig would complain about the others), the compat folder
+ * first when there is one; *has_etc whether the root has an /etc to hold the cache. */
 static int existing_folders(int rootfd, const struct hook_tasks *tasks, const char **out, size_t *n, int *has_etc)
 {
     *n = 0;
     *has_etc = exists_in_root(rootfd, "/etc");
     if (*has_etc < 0)
         return -1;
+    if (*has_etc && tasks->host_driver_version) {
+        const char *compat = cuda_compat_folder(rootfd, tasks->host_driver_version);
+        if (compat)
+            out[(*n)++] = compat;
+    }
     for (size_t i = 0; i < tasks->nfolders; i++) {
         int found = exists_in_root(rootfd, tasks->folders[i]);
         if (found < 0)
             return -1;
-        if (found)
+        if (found && !(*n > 0 && strcmp(out[0], tasks->folders[i]) == 0))
             out[(*n)++] = tasks->folders[i];
     }
     return 0;
@@ -59,7 +83,7 @@ static int existing_folders(int rootfd, const struct hook_tasks *tasks, const ch
 
 static int update_ldcache(int rootfd, const char *rootfs, const struct hook_tasks *tasks, struct hook_error *err)
 {
-    const char **folders = calloc(tasks->nfolders + 1, sizeof(*folders));
+    const char **folders = calloc(tasks->nfolders + 2, sizeof(*folders));
     size_t n;
     int has_etc, rc = 0;
 
@@ -89,6 +113,8 @@ int hook_run_tasks(const char *rootfs, const struct hook_tasks *tasks, struct ho
         rc = create_links(rootfd, rootfs, tasks, err);
     if (rc == 0 && tasks->update_ldcache)
         rc = update_ldcache(rootfd, rootfs, tasks, err);
+    if (rc == 0 && tasks->disable_device_node_modification)
+        rc = hook_disable_device_node_modification(rootfd, rootfs, tasks->params_file, err);
     close(rootfd);
     return rc;
 }

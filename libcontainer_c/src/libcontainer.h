@@ -41,6 +41,18 @@ int gct_umount_fd(int mountfd);
 /* new tmpfs ("key=value,..." options) with GCT_ATTR_* bits on the target; returns its mount fd */
 int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set);
 
+/* file_over.c: a new file holding data (len bytes, mode 0444) mounted ro,nosuid,nodev,noexec over the
+ * regular file at path inside the root; the file lives on a tmpfs of its own. ENOENT/ENOTDIR when path
+ * is not there, ELOOP for a symlink, EISDIR for a directory, EINVAL for anything else but a regular file */
+int gct_mount_file_over(int rootfd, const char *path, const char *data, unsigned long len);
+
+/* cuda_compat.c: the driver major version of the image's CUDA forward-compatibility library, the one
+ * /usr/local/cuda/compat/libcuda.so.<major>.<...> (the folder opened inside the root); 0 when there is
+ * none, -1 with errno on an error (ENOTUNIQ: several of them, E2BIG: a folder of 65536+ entries) */
+int gct_cuda_compat_major(int rootfd);
+/* that folder, as the container sees it */
+const char *gct_cuda_compat_dir(void);
+
 /* propagation.c: 1 when fd lies on a shared mount (peer group) that is not rootfd's mount, else 0 */
 int gct_on_shared_mount(int fd, int rootfd);
 

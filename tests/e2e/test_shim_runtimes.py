@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -124,6 +125,39 @@ def test_all_means_the_same_devices_in_every_mode(gpu_host, tmp_path):
         assert [line.strip().split(": (UUID: ")[-1].rstrip(")") for line in report["smi"] if "MIG" in line] \
             == [gpu_host.mig_uuids["1:0"], gpu_host.mig_uuids["1:1"]], (mode, report["smi"])
     assert seen["cdi"] == seen["jit-cdi"] == seen["legacy"]
+
+
+@pytest.mark.parametrize("mode", ["cdi", "jit-cdi"])
+def test_modify_device_files_is_0_and_newer_cuda_compat_libraries_come_first(gpu_host, tmp_path, mode):
+    """What NVIDIA's disable-device-node-modification and enable-cuda-compat hooks do, done by our one
+    createContainer hook. The container has no procfs here (the simulated driver is not in the
+    kernel's; crun starts without one, runc does not): its image's /proc/driver/nvidia/params stands
+    where the driver's would be, and the hook covers it with the simulated driver's params,
+    ModifyDeviceFiles: 0. The image carries CUDA
+    forward-compat libraries for a driver 999, newer than the simulated 550: ld.so must find them first."""
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", "cat /proc/driver/nvidia/params; "
+                                               "ldconfig -p | grep 'libcuda.so.1 '"],
+                         glibc=True, env=["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"])
+    config = json.loads((bundle / "config.json").read_text())
+    config["mounts"] = [m for m in config["mounts"] if m["destination"] != "/proc"]
+    (bundle / "config.json").write_text(json.dumps(config))
+    rootfs = bundle / "rootfs"
+    (rootfs / "proc/driver/nvidia").mkdir(parents=True)
+    (rootfs / "proc/driver/nvidia/params").write_text("ModifyDeviceFiles: 1\n")
+    compat = rootfs / "usr/local/cuda/compat"
+    compat.mkdir(parents=True)
+    (tmp_path / "c.c").write_text("int compat_probe(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", compat / "libcuda.so.999.1.2",
+                    tmp_path / "c.c"], check=True)
+    code, output, stderr = lifecycle_for("crun", gpu_host, tmp_path, mode=mode).run(bundle)
+    assert code == 0, stderr
+    lines = output.splitlines()
+    driver_params = (gpu_host.root / "proc/driver/nvidia/params").read_text()
+    assert "ModifyDeviceFiles: 1" in driver_params
+    assert "\n".join(lines[:-2]) + "\n" == driver_params.replace("ModifyDeviceFiles: 1", "ModifyDeviceFiles: 0")
+    assert [line.split("=> ")[1] for line in lines[-2:]] == ["/usr/local/cuda/compat/libcuda.so.1",
+                                                            "/usr/lib/x86_64-linux-gnu/libcuda.so.1"]
+    assert (rootfs / "proc/driver/nvidia/params").read_text() == "ModifyDeviceFiles: 1\n"
 
 
 def test_auto_mode_uses_the_spec_for_a_device_it_defines(gpu_host, tmp_path):

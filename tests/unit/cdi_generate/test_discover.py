@@ -6,8 +6,10 @@ import stat
 
 import pytest
 
-from cdi.discover import (ALL_DEVICE, HOOK_ENV, DiscoveryError, EditsBuilder, build_edits, build_spec_devices,
-                          default_hook_path, device_names)
+import sys
+
+from cdi.discover import (ALL_DEVICE, HOOK_ENV, NVIDIAS, OURS, DiscoveryError, EditsBuilder, build_edits,
+                          build_spec_devices, default_hook_path, device_names, hook_flavour_of)
 from cdi.record import replace
 from cdi.selection import Selection
 from hook.cdi_hook import parse_args
@@ -15,6 +17,7 @@ from tests.unit.cdi_generate.conftest import VERSION
 
 HOOK = "/opt/test/bin/nvidia-cdi-hook"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
+LIBCUDA_DIR = f"NVIDIA_CTK_LIBCUDA_DIR={LIBDIR}"
 
 
 def builder(host, inventory, caps=("compute", "utility"), **kw):
@@ -59,7 +62,9 @@ def test_a_mig_device_gets_its_parents_node_and_its_own_two_cap_nodes(sim_host, 
 def test_control_nodes_follow_the_capabilities(sim_host, sim_inventory, caps, expected):
     common = builder(sim_host, sim_inventory, caps).common_edits()
     assert [n.path for n in common.device_nodes] == expected
-    assert common.env == ["NVIDIA_VISIBLE_DEVICES=void"]
+    # where libcuda is, when there is one (NVIDIA's specs set it too)
+    with_cuda = "compute" in caps or "all" in caps
+    assert common.env == ([LIBCUDA_DIR] if with_cuda else []) + ["NVIDIA_VISIBLE_DEVICES=void"]
 
 
 def test_driver_files_are_mounted_read_only_and_never_noexec(sim_host, sim_inventory):
@@ -90,11 +95,57 @@ def test_one_hook_entry_makes_every_link_and_updates_the_ld_cache(sim_host, sim_
     assert set(tasks.links) == {(link.target, link.path) for link in b.driver_files.symlinks}
     assert tasks.update_ldcache and tasks.folders == [LIBDIR]
     assert tasks.ldconfig == "/sbin/ldconfig"
+    # the image's CUDA compat libraries go first when newer than this driver; ModifyDeviceFiles: 0,
+    # from the driver root's params (the simulated host's own proc)
+    assert tasks.host_driver_version == VERSION
+    assert tasks.disable_device_node_modification and tasks.params_file == f"{sim_host}/proc/driver/nvidia/params"
+
+
+def test_without_libcuda_no_cuda_compat(sim_host, sim_inventory):
+    (hook,) = builder(sim_host, sim_inventory, ("utility",)).common_edits().hooks
+    tasks = parse_args(hook.args[1:])
+    assert tasks.host_driver_version is None and tasks.disable_device_node_modification
+
+
+def test_nvidias_hook_gets_nvidias_argv_one_entry_per_subcommand(sim_host, sim_inventory, tmp_path):
+    """--nvidia-cdi-hook-path naming NVIDIA's program: it parses one subcommand per argv (our chain
+    made it fail with `flag provided but not defined: -folder`)."""
+    theirs = tmp_path / "nvidia-cdi-hook"
+    theirs.write_bytes(b"\x7fELF a Go program")
+    assert hook_flavour_of(str(theirs)) == NVIDIAS
+    b = EditsBuilder(str(sim_host), sim_inventory, ("compute", "utility"), hook_path=str(theirs),
+                     ldconfig="@/usr/sbin/ldconfig.real", hook_flavour=NVIDIAS)
+    hooks = b.common_edits().hooks
+    assert all(h.path == str(theirs) and h.env == list(HOOK_ENV) for h in hooks)
+    argvs = [h.args for h in hooks]
+    assert [a[:2] for a in argvs] == [["nvidia-cdi-hook", "create-symlinks"], ["nvidia-cdi-hook", "enable-cuda-compat"],
+                                      ["nvidia-cdi-hook", "update-ldcache"],
+                                      ["nvidia-cdi-hook", "disable-device-node-modification"]]
+    assert set(argvs[0][2::2]) == {"--link"}
+    assert argvs[1][2:] == [f"--host-driver-version={VERSION}"]
+    assert argvs[2][2:] == ["--folder", LIBDIR, "--ldconfig-path", "/usr/sbin/ldconfig.real"]
+    assert argvs[3][2:] == []
+    # each entry is one subcommand, which ours reads as well
+    for argv in argvs:
+        assert not [w for w in parse_args(argv[1:]).warnings if "enable-cuda-compat" not in w]
+    # nvidia-ctk takes them after `hook`
+    ctk = EditsBuilder(str(sim_host), sim_inventory, ("utility",), hook_path="/usr/bin/nvidia-ctk",
+                       hook_flavour=hook_flavour_of("/usr/bin/nvidia-ctk"))
+    assert all(h.args[:2] == ["nvidia-ctk", "hook"] for h in ctk.common_edits().hooks)
+
+
+def test_our_installed_hook_is_told_from_nvidias():
+    ours = os.path.join(os.path.dirname(sys.executable), "nvidia-cdi-hook")
+    if not os.path.exists(ours):
+        pytest.skip("needs the installed launcher (make venv)")
+    assert hook_flavour_of(ours) == OURS
+    assert hook_flavour_of("/nonexistent/nvidia-cdi-hook") == OURS   # a spec written before the install
 
 
 def test_a_configured_ldconfig_reaches_the_hook_as_a_host_path(sim_host, sim_inventory):
     (hook,) = builder(sim_host, sim_inventory, ldconfig="/usr/sbin/ldconfig.real").common_edits().hooks
-    assert hook.args[-2:] == ["--ldconfig-path", "@/usr/sbin/ldconfig.real"]
+    at = hook.args.index("--ldconfig-path")
+    assert hook.args[at + 1] == "@/usr/sbin/ldconfig.real"
     assert parse_args(hook.args[1:]).ldconfig == "/usr/sbin/ldconfig.real"
 
 
@@ -102,7 +153,7 @@ def test_common_edits_are_a_copy_each_time(sim_host, sim_inventory):
     b = builder(sim_host, sim_inventory)
     first = b.common_edits()
     first.env.append("X=1")
-    assert b.common_edits().env == ["NVIDIA_VISIBLE_DEVICES=void"]
+    assert b.common_edits().env == [LIBCUDA_DIR, "NVIDIA_VISIBLE_DEVICES=void"]
 
 
 def test_edits_for_a_request_hold_common_edits_once_and_shared_nodes_once(sim_host, sim_inventory):
@@ -111,7 +162,7 @@ def test_edits_for_a_request_hold_common_edits_once_and_shared_nodes_once(sim_ho
     paths = [n.path for n in edits.device_nodes]
     assert paths.count("/dev/nvidia1") == 1 and len(paths) == len(set(paths))
     assert {f"/dev/nvidia-caps/nvidia-cap{m.gi_cap_minor}" for m in migs} <= set(paths)
-    assert len(edits.hooks) == 1 and edits.env == ["NVIDIA_VISIBLE_DEVICES=void"]
+    assert len(edits.hooks) == 1 and edits.env == [LIBCUDA_DIR, "NVIDIA_VISIBLE_DEVICES=void"]
 
 
 def test_a_missing_gpu_node_is_an_error_naming_it(sim_host, sim_inventory):

@@ -68,7 +68,7 @@ def test_yaml_names_stay_strings_and_the_document_is_schema_valid_at_the_oldest_
 def test_common_edits_and_device_edits(sim_host):
     document = spec_of(sim_host)
     common = document["containerEdits"]
-    assert common["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
+    assert common["env"] == ["NVIDIA_CTK_LIBCUDA_DIR=/usr/lib/x86_64-linux-gnu", "NVIDIA_VISIBLE_DEVICES=void"]
     assert [n["path"] for n in common["deviceNodes"]] == ["/dev/nvidiactl", "/dev/nvidia-uvm",
                                                           "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
     (hook,) = common["hooks"]
@@ -79,6 +79,20 @@ def test_common_edits_and_device_edits(sim_host):
     zero = next(d for d in document["devices"] if d["name"] == "0")["containerEdits"]
     assert zero == {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": f"{sim_host}/dev/nvidia0", "type": "c",
                                      "major": 195, "minor": 0}]}
+
+
+def test_nvidia_cdi_hook_path_of_nvidias_program_gets_its_argv(sim_host, tmp_path):
+    """A spec for NVIDIA's nvidia-cdi-hook: one entry per subcommand in its spelling, and a warning
+    (our chained argv made every container start fail there: `flag provided but not defined: -folder`)."""
+    theirs = tmp_path / "nvidia-cdi-hook"
+    theirs.write_bytes(b"\x7fELF not ours")
+    theirs.chmod(0o755)
+    result = generate("--driver-root", str(sim_host), "--format", "json", "--nvidia-cdi-hook-path", str(theirs))
+    assert "is not this toolkit's nvidia-cdi-hook" in result.stderr
+    hooks = json.loads(result.stdout)["containerEdits"]["hooks"]
+    assert [h["args"][1] for h in hooks] == ["create-symlinks", "enable-cuda-compat", "update-ldcache",
+                                             "disable-device-node-modification"]
+    assert all(h["path"] == str(theirs) and h["env"] for h in hooks)
 
 
 def test_device_ids_and_no_all_device(sim_host, uuids):
@@ -164,7 +178,8 @@ def test_configured_ldconfig_reaches_the_hook_and_a_container_path_is_refused(si
     config.write_text('[nvidia-container-cli]\nldconfig = "@/usr/sbin/ldconfig.real"\n')
     env = {"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}
     out = generate("--driver-root", str(sim_host), "--format", "json", env=env).stdout
-    assert json.loads(out)["containerEdits"]["hooks"][0]["args"][-2:] == ["--ldconfig-path", "@/usr/sbin/ldconfig.real"]
+    args = json.loads(out)["containerEdits"]["hooks"][0]["args"]
+    assert args[args.index("--ldconfig-path") + 1] == "@/usr/sbin/ldconfig.real"
     config.write_text('[nvidia-container-cli]\nldconfig = "/sbin/ldconfig"\n'
                       '[features]\nallow-ldconfig-from-container = true\n')
     result = generate("--driver-root", str(sim_host), env=env, check=False)

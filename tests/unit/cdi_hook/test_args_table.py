@@ -20,8 +20,11 @@ TABLE = Path(__file__).with_name("args_cases.json")
 CASES = json.loads(TABLE.read_text())["cases"]
 # the installed program; GCT_TEST_CDI_HOOK: another build of it (say one with the sanitizers)
 HOOK = Path(os.environ.get("GCT_TEST_CDI_HOOK") or Path(sys.executable).parent / "nvidia-cdi-hook")
-DEFAULTS = {"links": [], "folders": [], "update_ldcache": False, "ldconfig": "/sbin/ldconfig", "container_spec": None,
-            "warnings": [], "error": None}
+DEFAULTS = {"links": [], "folders": [], "update_ldcache": False, "ldconfig": "/sbin/ldconfig",
+            "host_driver_version": None, "disable_device_node_modification": False,
+            "params_file": "/proc/driver/nvidia/params", "container_spec": None, "warnings": [], "error": None}
+COMPAT = "/usr/local/cuda/compat"   # the rootfs' compat libraries are for a driver 999999: used whenever
+COMPAT_LIB = "libcuda.so.999999.0"  # a host driver version was read
 WARNING, ERROR = "nvidia-cdi-hook: warning: ", "nvidia-cdi-hook: error: "
 # how the C program says which ldconfig it tried when that one does not exist
 MISSING_LDCONFIG = re.compile(r"ldconfig failed: open ldconfig: \[Errno 2\] No such file or directory: '(.*)' \((.*)\)")
@@ -73,9 +76,13 @@ def test_python_parser(case):
     assert want["error"] is None
     seen = {"links": [list(link) for link in tasks.links], "folders": tasks.folders,
             "update_ldcache": tasks.update_ldcache, "ldconfig": tasks.ldconfig,
-            "container_spec": tasks.container_spec, "warnings": tasks.warnings, "error": None}
+            "host_driver_version": tasks.host_driver_version,
+            "disable_device_node_modification": tasks.disable_device_node_modification,
+            "params_file": tasks.params_file, "container_spec": tasks.container_spec, "warnings": tasks.warnings,
+            "error": None}
     assert seen == want
-    assert tasks.empty == (not want["links"] and not want["update_ldcache"])
+    assert tasks.empty == (not want["links"] and not want["update_ldcache"]
+                           and not want["disable_device_node_modification"])
 
 
 # -- the C program ---------------------------------------------------------------------------------
@@ -94,6 +101,8 @@ def fake_ldconfig(tmp_path_factory):
 
 def make_root(root: Path, folders) -> Path:
     (root / "etc").mkdir(parents=True)
+    (root / COMPAT.lstrip("/")).mkdir(parents=True)
+    (root / COMPAT.lstrip("/") / COMPAT_LIB).write_bytes(b"")
     for folder in folders:
         (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
     return root
@@ -123,6 +132,8 @@ def effects(root: Path, fake: Path) -> dict:
     if conf.exists():
         assert conf.read_text().splitlines()[1:] == seen["folders"] or seen["ldconfig"] != str(fake)
         seen["folders"] = conf.read_text().splitlines()[1:]
+    seen["compat"] = seen["folders"][:1] == [COMPAT]
+    seen["folders"] = seen["folders"][1:] if seen["compat"] else seen["folders"]
     return seen
 
 
@@ -134,6 +145,7 @@ def observe(result, roots: dict, fake: Path) -> dict:
     assert result.returncode == (1 if errors else 0), result
     seen = {**DEFAULTS, "warnings": warnings, "links": {}}
     used = [name for name, root in roots.items() if any(effects(root, fake).values())]
+    compat = False
     missing = MISSING_LDCONFIG.fullmatch(errors[0]) if errors else None
     if missing:   # not an error of the arguments: it tells which ldconfig was run, and in which root
         seen["ldconfig"], seen["update_ldcache"] = missing.group(1), True
@@ -141,12 +153,14 @@ def observe(result, roots: dict, fake: Path) -> dict:
     elif errors:
         seen["error"] = errors[0]
     assert len(used) <= 1
+    seen["compat"] = False
     if used:
         done = effects(roots[used[0]], fake)
         seen["container_spec"] = "{spec}" if used[0] == "spec" else None
-        seen["links"], seen["folders"] = done["links"], done["folders"]
+        seen["links"], seen["folders"], compat = done["links"], done["folders"], done["compat"]
         if done["ldconfig"]:
             seen["ldconfig"], seen["update_ldcache"] = done["ldconfig"], True
+    seen["compat"] = compat
     return seen
 
 
@@ -160,14 +174,22 @@ def test_c_program(case, tmp_path, fake_ldconfig):
              "spec": make_root(tmp_path / "spec-rootfs", want["folders"])}
     (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
     paths["spec"].write_text(json.dumps({"root": {"path": str(roots["spec"])}}))
-    nothing_to_do = not want["links"] and not want["update_ldcache"] and not want["error"]
+    nothing_to_do = not want["links"] and not want["update_ldcache"] and not want["error"] \
+        and not want["disable_device_node_modification"]
     # with nothing to do the state is not even read: an invalid one proves it
     state = "not json" if nothing_to_do else json.dumps({"bundle": str(bundle)})
     result = subprocess.run([str(HOOK), *fill(case["args"], paths)], input=state, capture_output=True, text=True,
                             cwd="/", env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=60)
     seen = observe(result, roots, fake_ldconfig)
+    # what a mount namespace would show (test_cdi_hook.py): held to the Python reader only
+    for field in ("disable_device_node_modification", "params_file"):
+        seen[field] = want[field]
+    # a version read shows as the compat folder first, when there was an ld cache to order
+    seen["host_driver_version"] = want["host_driver_version"] if seen.pop("compat") or (
+        want["host_driver_version"] and not want["update_ldcache"]) else None
     if want["error"]:   # nothing done, no warning printed
-        assert seen == {**DEFAULTS, "links": {}, "error": want["error"]}
+        assert seen == {**DEFAULTS, "links": {}, "error": want["error"],
+                        **{f: want[f] for f in ("disable_device_node_modification", "params_file")}}
         return
     want["links"] = dict((link, target) for target, link in want["links"])   # on disk: the last one wins
     if want["container_spec"]:

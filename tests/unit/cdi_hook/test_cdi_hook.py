@@ -335,3 +335,153 @@ def test_help_prints_the_subcommands_and_reads_no_state(flag):
     assert done.returncode == 0 and done.stderr == ""
     assert "create-symlinks  --link TARGET::LINK" in done.stdout
     assert "update-ldcache   --folder DIR" in done.stdout
+
+
+# -- enable-cuda-compat ---------------------------------------------------------------------------
+
+COMPAT = "usr/local/cuda/compat"
+
+
+def build_libcuda(path: Path, tmp_path: Path) -> None:
+    """A real ELF object with libcuda's soname at path."""
+    source = tmp_path / "libcuda.c"
+    source.write_text("int cuda_probe(void) { return 1; }\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", path, source], check=True)
+
+
+def first_libcuda(root: Path) -> str:
+    """Where ld.so finds libcuda.so.1 in the rootfs: the first entry of that soname in its cache."""
+    lines = [line for line in cache_listing(root).splitlines() if line.strip().startswith("libcuda.so.1 ")]
+    return lines[0].split("=> ")[1] if lines else ""
+
+
+@pytest.fixture
+def compat_bundle(bundle, tmp_path):
+    """The driver's libcuda in /opt/vendor/lib (a folder the hook is given), the image's forward-compat
+    libcuda 999.1.2 in /usr/local/cuda/compat, as NVIDIA's cuda-compat package puts it."""
+    root = bundle / "rootfs"
+    build_libcuda(root / "opt/vendor/lib/libcuda.so.550.54.15", tmp_path)
+    build_libcuda(root / COMPAT / "libcuda.so.999.1.2", tmp_path)
+    os.symlink("libcuda.so.999.1.2", root / COMPAT / "libcuda.so.1")
+    return bundle
+
+
+def compat_run(bundle, host_version):
+    return run_hook(["create-symlinks", "--link", "libcuda.so.550.54.15::/opt/vendor/lib/libcuda.so.1",
+                     "enable-cuda-compat", "--host-driver-version", host_version,
+                     "update-ldcache", "--folder", "/opt/vendor/lib"], {"bundle": str(bundle)})
+
+
+@needs_root
+def test_newer_compat_libraries_of_the_image_go_first(compat_bundle):
+    root = compat_bundle / "rootfs"
+    result = compat_run(compat_bundle, "550.54.15")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert first_libcuda(root) == "/usr/local/cuda/compat/libcuda.so.1"
+    # a later ldconfig in the image keeps that order: the folder is first in the drop-in too
+    conf = root / "etc/ld.so.conf.d/00-nvidia-cdi-hook.conf"
+    assert conf.read_text().splitlines()[1:] == ["/usr/local/cuda/compat", "/opt/vendor/lib"]
+
+
+@needs_root
+@pytest.mark.parametrize("host_version", ["999.0", "1000.3.1"])
+def test_compat_libraries_not_newer_than_the_driver_are_left_out(compat_bundle, host_version):
+    root = compat_bundle / "rootfs"
+    assert compat_run(compat_bundle, host_version).returncode == 0
+    assert first_libcuda(root) == "/opt/vendor/lib/libcuda.so.1"
+    conf = root / "etc/ld.so.conf.d/00-nvidia-cdi-hook.conf"
+    assert conf.read_text().splitlines()[1:] == ["/opt/vendor/lib"]
+
+
+@needs_root
+def test_a_compat_folder_linking_out_of_the_image_is_read_inside_it(bundle, tmp_path):
+    """/usr/local/cuda/compat -> a host folder holding a newer libcuda: the link is followed inside the
+    rootfs (where that folder does not exist), never on the host."""
+    host = tmp_path / "host-compat"
+    build_libcuda(host / "libcuda.so.999.1.2", tmp_path)
+    root = bundle / "rootfs"
+    (root / "usr/local/cuda").mkdir(parents=True)
+    os.symlink("../../../../../../../.." + str(host), root / COMPAT)
+    build_libcuda(root / "opt/vendor/lib/libcuda.so.550.54.15", tmp_path)
+    result = compat_run(bundle, "550.54.15")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert first_libcuda(root) == "/opt/vendor/lib/libcuda.so.1"
+
+
+@needs_root
+def test_two_compat_libraries_are_a_warning(compat_bundle, tmp_path):
+    build_libcuda(compat_bundle / "rootfs" / COMPAT / "libcuda.so.998.0", tmp_path)
+    result = compat_run(compat_bundle, "550.54.15")
+    assert result.returncode == 0
+    assert result.stderr == ("nvidia-cdi-hook: warning: not using the CUDA compat libraries in /usr/local/cuda/compat: "
+                             "more than one libcuda.so.<version>\n")
+    assert first_libcuda(compat_bundle / "rootfs") == "/opt/vendor/lib/libcuda.so.1"
+
+
+# -- disable-device-node-modification -------------------------------------------------------------
+
+PARAMS = "Mode: 1\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
+
+
+def in_mount_namespace(bundle: Path, args, script: str):
+    """The hook in a private mount namespace of its own (as in a container's), then `script` there."""
+    state = json.dumps({"bundle": str(bundle)}).replace("'", "'\\''")
+    hook = " ".join(f"'{a}'" for a in [str(HOOK), *args])
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           f"echo '{state}' | {hook}; echo rc=$?; {script}"],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def params_bundle(tmp_path):
+    """A bundle whose rootfs stands in for a container's procfs with the driver's params; the driver's
+    own params (a driver root's copy) say ModifyDeviceFiles: 1."""
+    bundle = tmp_path / "bundle"
+    write_bundle(bundle, "rootfs")
+    (bundle / "rootfs/proc/driver/nvidia").mkdir(parents=True)
+    (bundle / "rootfs/proc/driver/nvidia/params").write_text("the container's view\n")
+    (tmp_path / "driver-params").write_text(PARAMS)
+    return bundle
+
+
+@needs_root
+def test_the_containers_params_say_modify_device_files_0(params_bundle, tmp_path):
+    target = params_bundle / "rootfs/proc/driver/nvidia/params"
+    result = in_mount_namespace(params_bundle, ["disable-device-node-modification", "--params-file",
+                                                str(tmp_path / "driver-params")],
+                                f"cat {target}; stat -c %a {target}; grep ' {target} ' /proc/self/mountinfo; "
+                                f"grep -c ' {target.parent} ' /proc/self/mountinfo")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "rc=0" and result.stderr == "", result
+    assert lines[1:4] == ["Mode: 1", "ModifyDeviceFiles: 0", "DeviceFileUID: 0"]
+    assert lines[4] == "444"
+    mount = lines[5].split()
+    assert set(mount[5].split(",")) >= {"ro", "nosuid", "nodev", "noexec"} and "tmpfs" in mount
+    assert lines[6] == "0"   # the tmpfs that held the file is gone from the folder
+    assert target.read_text() == "the container's view\n"   # outside the namespace: untouched
+
+
+@needs_root
+@pytest.mark.parametrize("case", ["driver says 0", "no driver params", "no params in the container",
+                                  "a link in the image"])
+def test_nothing_to_cover(params_bundle, tmp_path, case):
+    params = tmp_path / "driver-params"
+    target = params_bundle / "rootfs/proc/driver/nvidia/params"
+    if case == "driver says 0":
+        params.write_text(PARAMS.replace("ModifyDeviceFiles: 1", "ModifyDeviceFiles: 0"))
+    elif case == "no driver params":
+        params.unlink()
+    elif case == "no params in the container":
+        target.unlink()
+    else:
+        target.unlink()
+        (tmp_path / "host-file").write_text("host\n")
+        os.symlink(str(tmp_path / "host-file"), target)
+    result = in_mount_namespace(params_bundle, ["disable-device-node-modification", "--params-file", str(params)],
+                                f"grep -c ' {params_bundle}/' /proc/self/mountinfo")
+    assert result.stdout.splitlines() == ["rc=0", "0"], result
+    warning = ("nvidia-cdi-hook: warning: not covering /proc/driver/nvidia/params: it is not the driver's file\n"
+               if case == "a link in the image" else "")
+    assert result.stderr == warning
+    assert (tmp_path / "host-file").read_text() == "host\n" if case == "a link in the image" else True

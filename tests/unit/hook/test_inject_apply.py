@@ -61,6 +61,22 @@ def test_injection_mounts_links_and_ld_cache(sim_host, rootfs):
     assert os.readlink(rootfs / LIBDIR.lstrip("/") / "libcuda.so.1") == "libcuda.so.550.54.15"
 
 
+def test_newer_cuda_compat_libraries_of_the_image_go_first_in_the_ld_cache(sim_host, rootfs, tmp_path):
+    """enable-cuda-compat in the edits' hook entry, done live as nvidia-cdi-hook does it: the image's
+    /usr/local/cuda/compat libcuda (for a driver 999) before the injected driver's (550)."""
+    host, inventory = sim_host
+    compat = rootfs / "usr/local/cuda/compat"
+    compat.mkdir(parents=True)
+    (tmp_path / "c.c").write_text("int compat_probe(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", compat / "libcuda.so.999.1.2",
+                    tmp_path / "c.c"], check=True)
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute", "utility"})
+    assert plan.host_driver_version == inventory.driver_version
+    _, _, _, cache = run_in_private_mount_ns(_apply, plan, rootfs, [])
+    entries = [line.split("=> ")[1] for line in cache.splitlines() if line.strip().startswith("libcuda.so.1 ")]
+    assert entries == ["/usr/local/cuda/compat/libcuda.so.1", f"{LIBDIR}/libcuda.so.1"]
+
+
 def _proc_view(plan, root):
     inject(plan, Target(str(root), None, cgroups=False))
     base = root / "proc/driver/nvidia"
