@@ -46,12 +46,11 @@ def _elf_segments(fd: int, head: bytes) -> list[tuple[int, int, int]] | None:
     entry = 56 if is64 else 32
     if phentsize < entry or not 0 < phnum <= MAX_PHNUM or phoff > 2 ** 62:
         return None
-    table = os.pread(fd, phentsize * phnum, phoff)
-    if len(table) < phentsize * phnum:
-        return None
     segments = []
-    for start in range(0, phentsize * phnum, phentsize):
-        ph = table[start:start + entry]
+    for i in range(phnum):  # entry by entry, as launcher_identity.c reads them: a crafted size allocates nothing
+        ph = os.pread(fd, entry, phoff + i * phentsize)
+        if len(ph) < entry:
+            break
         offset = _field(ph, 8, 8, order) if is64 else _field(ph, 4, 4, order)
         filesz = _field(ph, 32, 8, order) if is64 else _field(ph, 16, 4, order)
         segments.append((_field(ph, 0, 4, order), offset, filesz))
@@ -68,8 +67,9 @@ def _read_program(fd: int) -> tuple[str, str | None, bool]:
     if len(head) < 64 or head[:4] != b"\x7fELF":
         return "other", None, False
     segments = _elf_segments(fd, head)
-    if segments is None or _field(head, 16, 2, "big" if head[5] == 2 else "little") not in (2, 3):  # EXEC, DYN
+    if segments is None:
         return "other", None, False
+    executable = _field(head, 16, 2, "big" if head[5] == 2 else "little") in (2, 3)  # ET_EXEC, ET_DYN
     interpreter, launcher = None, False
     for kind, offset, filesz in segments:
         if offset > 2 ** 62:
@@ -78,7 +78,8 @@ def _read_program(fd: int) -> tuple[str, str | None, bool]:
             launcher = True
         elif kind == PT_INTERP:
             interpreter = os.fsdecode(os.pread(fd, min(filesz, 4096), offset).split(b"\0", 1)[0]) or None
-    return "elf", interpreter, launcher
+    # the note decides identity whatever the file type says (launcher_identity.c does not look at it)
+    return ("elf" if executable else "other"), interpreter, launcher
 
 
 def is_launcher(path: str) -> bool:

@@ -220,6 +220,12 @@ def _crafted_files(source: bytes, out_dir):
         data = bytearray(source[:note_at + 4096])
         data[4], data[5] = cls, order
         files.append(bytes(data))
+    for offset, value in ((16, 1),            # e_type ET_REL: the note still decides
+                          (54, 0xFF), (55, 0xFF),  # e_phentsize inflated: nothing large is read
+                          (56, 0xFF), (57, 0xFF)):  # e_phnum past the limit
+        data = bytearray(source[:note_at + 4096])
+        data[offset] = value
+        files.append(bytes(data))
     paths = []
     for i, data in enumerate(files):
         path = out_dir / f"crafted-{i}"
