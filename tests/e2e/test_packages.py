@@ -509,7 +509,7 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     box.run("systemctl disable nvidia-cdi-refresh.path")
     box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
     assert not stray.exists() and list((root / PREFIX[1:]).rglob("__pycache__/*.pyc"))
-    assert not (root / WANTS / "nvidia-cdi-refresh.path").exists()
+    assert not os.path.lexists(root / WANTS / "nvidia-cdi-refresh.path")  # the link, not its target
     assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
     assert (root / "run/cdi/nvidia.yaml").is_file()
     box.run("systemctl enable nvidia-cdi-refresh.path")
@@ -575,7 +575,7 @@ def test_rpm_scriptlets_in_a_debian_root(built, bookworm_base, tmp_path):
     # an upgrade ($1 = 2) keeps what the admin chose
     box.run("systemctl disable nvidia-cdi-refresh.path")
     sh(["rpm", "--root", str(root), "-U", "--replacepkgs", "--nodeps", str(built["rpm"])], env={"PATH": CLEAN_PATH})
-    assert not (root / WANTS / "nvidia-cdi-refresh.path").exists()
+    assert not os.path.lexists(root / WANTS / "nvidia-cdi-refresh.path")  # the link, not its target
     assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
     box.run("nvidia-ctk runtime configure --runtime=docker")
     assert (root / "etc/docker/daemon.json").is_file()
