@@ -25,6 +25,7 @@ LAUNCHER_NOTE = (len(NOTE_NAME).to_bytes(4, sys.byteorder) + len(NOTE_DESC).to_b
                  + NOTE_TYPE.to_bytes(4, sys.byteorder) + NOTE_NAME.ljust(24, b"\0") + NOTE_DESC.ljust(12, b"\0"))
 NOTE_SCAN = 65536   # bytes read of each note segment, as in C
 MAX_PHNUM = 4096
+PHDR_READ = 65536  # a program header table up to this size is read at once
 SCRIPT_HEAD = 256   # the kernel reads this much of a #! line (BINPRM_BUF_SIZE)
 MAX_DEPTH = 4       # interpreters of interpreters the kernel follows
 PT_INTERP, PT_NOTE = 3, 4
@@ -46,15 +47,26 @@ def _elf_segments(fd: int, head: bytes) -> list[tuple[int, int, int]] | None:
     entry = 56 if is64 else 32
     if phentsize < entry or not 0 < phnum <= MAX_PHNUM or phoff > 2 ** 62:
         return None
-    segments = []
-    for i in range(phnum):  # entry by entry, as launcher_identity.c reads them: a crafted size allocates nothing
-        ph = os.pread(fd, entry, phoff + i * phentsize)
-        if len(ph) < entry:
-            break
-        offset = _field(ph, 8, 8, order) if is64 else _field(ph, 4, 4, order)
-        filesz = _field(ph, 32, 8, order) if is64 else _field(ph, 16, 4, order)
-        segments.append((_field(ph, 0, 4, order), offset, filesz))
-    return segments
+    # at most MAX_PHNUM entries, read in one go when the table is small (always, for real programs), else
+    # entry by entry as launcher_identity.c reads them: a crafted size allocates nothing large; either
+    # way the entries before the first one that is cut short count
+    size = phentsize * phnum
+    if size <= PHDR_READ:
+        table = os.pread(fd, size, phoff)
+        entries = [table[i:i + entry] for i in range(0, len(table) - entry + 1, phentsize)]
+    else:
+        entries = []
+        for i in range(phnum):
+            ph = os.pread(fd, entry, phoff + i * phentsize)
+            if len(ph) < entry:
+                break
+            entries.append(ph)
+    from_bytes = int.from_bytes
+    if is64:
+        return [(from_bytes(ph[0:4], order), from_bytes(ph[8:16], order), from_bytes(ph[32:40], order))
+                for ph in entries]
+    return [(from_bytes(ph[0:4], order), from_bytes(ph[4:8], order), from_bytes(ph[16:20], order))
+            for ph in entries]
 
 
 def _read_program(fd: int) -> tuple[str, str | None, bool]:
