@@ -1,4 +1,30 @@
-# cffi_modules cannot be declared in pyproject.toml (REFERENCE §5); everything else lives there.
-from setuptools import setup
+"""cffi_modules cannot be declared in pyproject.toml (REFERENCE §5); everything else lives there but the
+wheel's scripts: the static launcher under every program's name (libcontainer_c/install_launchers.py),
+beside the file through which the installer tells the launchers their interpreter."""
+import importlib.util
+from pathlib import Path
 
-setup(cffi_modules=["libcontainer_c/build_ffi.py:ffi"])
+from setuptools import Distribution, setup
+
+HERE = Path(__file__).resolve().parent
+INTERPRETER_FILE = "libcontainer_c/.gpu-container-toolkit-python"
+
+
+def _install_launchers():
+    spec = importlib.util.spec_from_file_location("install_launchers", HERE / "libcontainer_c/install_launchers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class build_scripts_with_launchers(Distribution().get_command_class("build_scripts")):
+    """Copies INTERPRETER_FILE (keeping "#!python" for the installer to rewrite), then compiles the
+    static launcher into the same folder under each program's name (gcc and libc6-dev's libc.a)."""
+
+    def run(self):
+        super().run()
+        _install_launchers().build_wheel_scripts(Path(self.build_dir), self.distribution.get_version())
+
+
+setup(cffi_modules=["libcontainer_c/build_ffi.py:ffi"], scripts=[INTERPRETER_FILE],
+      cmdclass={"build_scripts": build_scripts_with_launchers})

@@ -16,6 +16,7 @@ from ctk.errors import run_cli
 COMMANDS = {
     "cdi": "ctk.cdi_cmd:cdi",
     "config": "ctk.config_cmd:config",
+    "hook": "ctk.hook_cmd:hook",
     "info": "ctk.info_cmd:info",
     "simulate": "ctk.simulate_cmd:simulate",
     "runtime": "ctk.runtime_cmd:runtime",

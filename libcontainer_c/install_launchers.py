@@ -1,4 +1,4 @@
-"""Build the static launcher and install it as each root-run program.
+"""Build the static launcher and install it as each program.
 
     python -m libcontainer_c.install_launchers BINDIR
 
@@ -8,6 +8,11 @@ program needs nothing from the environment, and the toolkit's version (cdi.versi
 Each program is a copy of the binary named after it
 (the launcher picks the program by its own file name). nvidia-cdi-hook is C (cdi_hook/), linked
 into the same binary with the C helper's sources (src/): it needs no interpreter at all.
+
+The wheel carries the launcher too (setup.py calls build_wheel_scripts): built without a baked
+interpreter, it reads the one pip installed it for from INTERPRETER_FILE beside it, so
+`pip install` puts every program on PATH and `pip uninstall` removes them. `make venv` and the
+system packages still run this module, for the fixed import path.
 """
 from __future__ import annotations
 
@@ -36,8 +41,23 @@ PROGRAMS = {
     "nvidia-container-runtime-hook": "hook.prestart",
     "nvidia-cdi-hook": None,
     "nvidia-container-cli": "hook.cli",
+    "nvidia-ctk": "ctk.main",
     "gct-launcher-probe": "libcontainer_c.launcher_probe",
 }
+TEST_ONLY_PROGRAMS = ("gct-launcher-probe",)
+
+# Beside a launcher built for the wheel: its first line, "#!python" in the wheel, is rewritten by the
+# installer to the interpreter it installs for (PEP 427). The name is launcher.c's INTERPRETER_FILE.
+INTERPRETER_FILE = ".gpu-container-toolkit-python"
+# How a launcher built for the wheel finds its import path when it starts: the site-packages of its
+# interpreter's venv, or of the interpreter (site is imported, not run: no .pth file is read). Under
+# -S nothing has read pyvenv.cfg yet, so the venv's prefix is set here as site.py would set it.
+WHEEL_SYS_PATH = """import os, site
+venv = os.path.dirname(os.path.dirname(sys.executable))
+if os.path.isfile(os.path.join(venv, 'pyvenv.cfg')):
+    sys.prefix = sys.exec_prefix = venv
+    site.PREFIXES[:] = [venv]
+sys.path[:0] = site.getsitepackages()"""
 
 
 def c_string(text: str) -> str:
@@ -76,21 +96,27 @@ def toolkit_version() -> tuple[str, str]:
     return DISTRIBUTION, version()
 
 
-def build_launcher(python: str, out: Path, cc: str = "cc") -> None:
-    name, version = toolkit_version()
+def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = False,
+                   version: str | None = None) -> None:
+    """The launcher for interpreter python and this installation's import path; python None: the
+    wheel's, which finds both when it starts. strip: without symbols (the wheel's copies). version:
+    the toolkit's, when it is not installed yet (the wheel's build)."""
+    name, installed_version = toolkit_version()
+    version = version or installed_version
+    sys_path = WHEEL_SYS_PATH if python is None else f"sys.path[:0] = {import_path()!r}"
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "launcher_config.h")
         config.write_text(
             "/* written by libcontainer_c/install_launchers.py */\n"
-            f"#define GCT_PYTHON {c_string(python)}\n"
-            f"#define GCT_SYS_PATH_LITERAL {c_string(repr(import_path()))}\n"
+            f"#define GCT_PYTHON {c_string(python or '')}\n"
+            f"#define GCT_SYS_PATH_CODE {c_string(sys_path)}\n"  # Python code that sets sys.path
             f"#define GCT_TOOLKIT_NAME {c_string(name)}\n"
             f"#define GCT_TOOLKIT_VERSION {c_string(version)}\n"
         )
         sources = [str(p) for d in NATIVE_SOURCE_DIRS for p in sorted(d.glob("*.c"))]
         # unused C helper functions (the cffi module's) are dropped: --gc-sections
         cmd = [cc, "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-               "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", f"-I{tmp}",
+               "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", *(["-s"] if strip else []), f"-I{tmp}",
                *(f"-I{d}" for d in NATIVE_SOURCE_DIRS), str(LAUNCHER_SOURCE), *sources, "-o", str(out)]
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
@@ -116,6 +142,21 @@ def install(bindir: Path, python: str) -> list[str]:
         shutil.copyfile(built, tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, bindir / name)
+    built.unlink()
+    return names
+
+
+def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list[str]:
+    """The launcher, built without an interpreter, under each program's name into the wheel's scripts
+    (every program but the tests' probe); version: the one being built. INTERPRETER_FILE comes from
+    setup.py's scripts."""
+    scripts_dir.mkdir(parents=True, exist_ok=True)
+    built = scripts_dir / ".gct-launcher.tmp"
+    build_launcher(None, built, cc, strip=True, version=version)
+    names = [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS]
+    for name in names:
+        shutil.copyfile(built, scripts_dir / name)
+        os.chmod(scripts_dir / name, 0o755)
     built.unlink()
     return names
 

@@ -11,12 +11,20 @@
  *     the install's own import path baked in at install time by libcontainer_c/install_launchers.py;
  *   - picks the program by its own file name (readlink /proc/self/exe), never by argv[0], which the
  *     caller controls.
- * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly.
+ * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly, and so
+ * does `nvidia-ctk hook ...` (NVIDIA's older specs run their hooks through nvidia-ctk): it is
+ * nvidia-cdi-hook, and an image's environment, which runc hands to a hook without `env`, never
+ * reaches an interpreter. Every other nvidia-ctk command is the admin's: Python gets the caller's
+ * environment (`-I` still ignores PYTHON* variables and the user site).
  *
- * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_LITERAL,
+ * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_CODE,
  * GCT_TOOLKIT_NAME, GCT_TOOLKIT_VERSION) and runs
  *   gcc -static -O2 -D_GNU_SOURCE -I<dir of launcher_config.h> -Isrc -Icdi_hook launcher.c \
  *       cdi_hook/\*.c src/\*.c -o launcher
+ * The wheel's build (setup.py) leaves GCT_PYTHON empty: a launcher installed by pip reads the
+ * interpreter from the first line of INTERPRETER_FILE beside it, which the installer wrote from
+ * "#!python" (PEP 427: scripts starting with "#!python" name the installing interpreter), and
+ * GCT_SYS_PATH_CODE asks that interpreter for its (venv's) site-packages.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -26,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "cdi_hook.h"
@@ -50,18 +59,24 @@ struct program {
     const char *name;   /* installed file name */
     const char *target; /* "package.module:function" run with sys.argv = [name, args...]; NULL: native */
     int (*native_main)(int argc, char **argv); /* a C program run right here */
+    const char *native_command; /* with a target: argv[1] naming this runs native_main(argc - 1, argv + 1) */
+    int keeps_environment;      /* the caller's environment for Python, not the allowlist */
 };
 
 static const struct program programs[] = {
-    {"nvidia-container-runtime", "runtime_shim.main:main", NULL},
-    {"nvidia-container-runtime.cdi", "runtime_shim.main:main", NULL},
-    {"nvidia-container-runtime.legacy", "runtime_shim.main:main", NULL},
-    {"nvidia-container-runtime-hook", "hook.prestart:main", NULL},
-    {"nvidia-cdi-hook", NULL, cdi_hook_main},
-    {"nvidia-container-cli", "hook.cli:main", NULL},
+    {"nvidia-container-runtime", "runtime_shim.main:main", NULL, NULL, 0},
+    {"nvidia-container-runtime.cdi", "runtime_shim.main:main", NULL, NULL, 0},
+    {"nvidia-container-runtime.legacy", "runtime_shim.main:main", NULL, NULL, 0},
+    {"nvidia-container-runtime-hook", "hook.prestart:main", NULL, NULL, 0},
+    {"nvidia-cdi-hook", NULL, cdi_hook_main, NULL, 0},
+    {"nvidia-container-cli", "hook.cli:main", NULL, NULL, 0},
+    {"nvidia-ctk", "ctk.main:main", cdi_hook_main, "hook", 1},
     /* used by the tests: prints what the Python side sees (argv, environment, sys.flags, sys.path) */
-    {"gct-launcher-probe", "libcontainer_c.launcher_probe:main", NULL},
+    {"gct-launcher-probe", "libcontainer_c.launcher_probe:main", NULL, NULL, 0},
 };
+
+/* Beside a launcher that pip installed: "#!/path/to/python" (see the top) */
+#define INTERPRETER_FILE ".gpu-container-toolkit-python"
 
 static const char *const kept_prefixes[] = {"NVIDIA_", NULL};
 static const char *const kept_names[] = {"PATH", "XDG_CONFIG_HOME", NULL};
@@ -112,15 +127,46 @@ static char **clean_environment(char **envp)
     return out;
 }
 
-/* Our own file name: /proc/self/exe cannot be forged by the caller the way argv[0] can. */
+/* Our own file name: /proc/self/exe cannot be forged by the caller the way argv[0] can (a spec's hook
+ * `args[0]`, say). Without /proc (a package's scriptlet run chrooted, as `rpm --root` does, calls
+ * nvidia-ctk), the path the kernel executed (AT_EXECFN): the hook's `path`, as the caller's execve
+ * named it; it differs only for a symlink, whose own name then picks the program, which grants
+ * nothing: the launcher is not setuid, and whoever runs it can run each of its programs. */
 static const char *own_name(char *buf, size_t size)
 {
     ssize_t len = readlink("/proc/self/exe", buf, size - 1);
-    if (len < 0)
-        return NULL;
+    if (len < 0) {
+        const char *execfn = (const char *)getauxval(AT_EXECFN);
+        if (!execfn || !execfn[0] || strlen(execfn) >= size)
+            return NULL;
+        len = (ssize_t)strlen(execfn);
+        memcpy(buf, execfn, (size_t)len);
+    }
     buf[len] = '\0';
     char *slash = strrchr(buf, '/');
     return slash ? slash + 1 : buf;
+}
+
+/* The interpreter named by the first line of INTERPRETER_FILE in the launcher's own folder, or NULL. */
+static const char *installed_interpreter(const char *self, char *buf, size_t size)
+{
+    const char *slash = strrchr(self, '/');
+    int n = slash ? snprintf(buf, size, "%.*s/" INTERPRETER_FILE, (int)(slash - self), self)
+                  : snprintf(buf, size, INTERPRETER_FILE);   /* run by a relative name, without /proc */
+    if (n < 0 || (size_t)n >= size)
+        return NULL;
+    FILE *f = fopen(buf, "re");
+    if (!f)
+        return NULL;
+    char *line = fgets(buf, (int)size, f);
+    fclose(f);
+    size_t len = line ? strcspn(buf, "\r\n") : 0;
+    if (!line || buf[len] == '\0' || strncmp(buf, "#!/", 3) != 0) {
+        errno = ENOEXEC;   /* no "#!/..." line (the installer did not rewrite "#!python"), or too long */
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf + 2;
 }
 
 static const struct program *find_program(const char *name)
@@ -136,7 +182,7 @@ int main(int argc, char **argv, char **envp)
     char self[PATH_MAX];
     const char *name = own_name(self, sizeof(self));
     if (!name)
-        die("gct-launcher", "cannot read /proc/self/exe");
+        die("gct-launcher", "cannot read /proc/self/exe nor the path it was run by");
     const struct program *program = find_program(name);
     if (!program) {
         errno = ENOENT;
@@ -144,9 +190,11 @@ int main(int argc, char **argv, char **envp)
     }
     /* A native program reads nothing from the environment, and every program it starts (the
      * sandboxed ldconfig) gets an empty one. */
-    if (program->native_main)
+    if (program->native_main && !program->target)
         return program->native_main(argc, argv);
-    char **env = clean_environment(envp);
+    if (program->native_command && argc > 1 && strcmp(argv[1], program->native_command) == 0)
+        return program->native_main(argc - 1, argv + 1);
+    char **env = program->keeps_environment ? envp : clean_environment(envp);
     if (!env)
         die(name, "out of memory");
     if (is_runtime_shim(program->name)) {
@@ -156,36 +204,46 @@ int main(int argc, char **argv, char **envp)
             die(name, "cannot pass the caller's environment on");
     }
 
-    /* sys.argv becomes [name, args...]; the target module is imported with the baked path only. */
+    /* sys.argv becomes [argv0, args...]; the target module is imported with the baked path only. */
     char bootstrap[4096];
     const char *colon = strchr(program->target, ':');
     int written = snprintf(bootstrap, sizeof(bootstrap),
                            "import sys\n"
-                           "sys.path[:0] = %s\n"
-                           "sys.argv[0] = '%s'\n"
+                           "%s\n"
+                           "del sys.argv[0]\n"
                            "from %.*s import %s as _main\n"
                            "sys.exit(_main())\n",
-                           GCT_SYS_PATH_LITERAL, program->name, (int)(colon - program->target),
-                           program->target, colon + 1);
+                           GCT_SYS_PATH_CODE, (int)(colon - program->target), program->target, colon + 1);
     if (written < 0 || (size_t)written >= sizeof(bootstrap)) {
         errno = ENAMETOOLONG;
         die(name, "bootstrap too long");
     }
-    /* python -I -S -c BOOTSTRAP args...: with -c, sys.argv[0] is "-c"; the bootstrap sets it to the
-     * program name (from our own table, so it needs no quoting). */
-    char **args = calloc((size_t)argc + 5, sizeof(char *));
+    /* python -I -S -c BOOTSTRAP ARGV0 args...: with -c, sys.argv[0] is "-c", which the bootstrap
+     * drops. ARGV0: the program name from our table; for the admin CLI the path it was run by, as a
+     * console script would see it (it looks for the other programs beside it). */
+    const char *argv0 = program->name;
+    if (program->keeps_environment) {
+        const char *execfn = (const char *)getauxval(AT_EXECFN);
+        argv0 = execfn && execfn[0] ? execfn : self;
+    }
+    char **args = calloc((size_t)argc + 6, sizeof(char *));
     if (!args)
         die(name, "out of memory");
+    char interpreter_buf[PATH_MAX + 3];
+    const char *python = GCT_PYTHON;
+    if (!python[0] && !(python = installed_interpreter(self, interpreter_buf, sizeof(interpreter_buf))))
+        die(name, "cannot read the interpreter's name from " INTERPRETER_FILE " beside the program");
     int k = 0;
-    args[k++] = (char *)GCT_PYTHON;
+    args[k++] = (char *)python;
     args[k++] = "-I";
     args[k++] = "-S";
     args[k++] = "-c";
     args[k++] = bootstrap;
+    args[k++] = (char *)argv0;
     for (int i = 1; i < argc; i++)
         args[k++] = argv[i];
     args[k] = NULL;
-    execve(GCT_PYTHON, args, env);
-    die(name, "cannot execute " GCT_PYTHON);
+    execve(python, args, env);
+    fprintf(stderr, "%s: error: cannot execute %s (%s)\n", name, python, strerror(errno));
     return 127;
 }

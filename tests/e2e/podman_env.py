@@ -11,6 +11,7 @@ Use the `cdi_podman` fixture: it yields a CdiPodman with `.podman` (call it like
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import uuid
@@ -35,13 +36,17 @@ def import_busybox_image(podman: PrivatePodman, name: str = IMAGE) -> str:
 
 
 @contextlib.contextmanager
-def installed_spec(spec: Spec, suffix: str = ".json") -> Iterator[Path]:
-    """spec written (by our writer) to /var/run/cdi/gct-test-<random><suffix>, removed on exit."""
+def installed_spec(spec: Spec | dict, suffix: str = ".json") -> Iterator[Path]:
+    """spec written (by our writer) to /var/run/cdi/gct-test-<random><suffix>, removed on exit. A dict
+    is written as JSON as it is (another tool's spec, which our writer may refuse)."""
     created_dir = not CDI_RUN_DIR.exists()
     CDI_RUN_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
     path = CDI_RUN_DIR / f"gct-test-{uuid.uuid4().hex}{suffix}"
     try:
-        write_spec(spec, path)
+        if isinstance(spec, dict):
+            path.write_text(json.dumps(spec))
+        else:
+            write_spec(spec, path)
         yield path
     finally:
         with contextlib.suppress(FileNotFoundError):

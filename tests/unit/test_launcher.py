@@ -1,6 +1,8 @@
 """The static launcher: a hostile caller's environment must not reach the Python program it starts."""
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from libcontainer_c import install_launchers
+from runtime_shim import executable
 
 PROBE = "gct-launcher-probe"
 
@@ -102,10 +105,11 @@ def test_unknown_program_name_is_a_clear_error(bindir, tmp_path):
 
 def test_program_table_in_c_matches_the_installer():
     source = Path(install_launchers.LAUNCHER_SOURCE).read_text()
-    table = dict(re.findall(r'\{"([^"]+)", "([^":]+):[^"]+", NULL\}', source))
-    native = re.findall(r'\{"([^"]+)", NULL, \w+\}', source)
+    table = dict(re.findall(r'\{"([^"]+)", "([^":]+):[^"]+", \w+, [^}]+\}', source))
+    native = re.findall(r'\{"([^"]+)", NULL, \w+, NULL, 0\}', source)
     assert native == ["nvidia-cdi-hook"]
     assert {**table, **dict.fromkeys(native)} == install_launchers.PROGRAMS
+    assert f'#define INTERPRETER_FILE "{install_launchers.INTERPRETER_FILE}"' in source
 
 
 def test_nvidia_cdi_hook_runs_without_python(tmp_path):
@@ -125,3 +129,58 @@ def test_nvidia_cdi_hook_runs_without_python(tmp_path):
 
 def test_c_string_escapes_everything_unusual():
     assert install_launchers.c_string('a"b\\c?\n\u00e9') == '"a\\"b\\\\c\\?\\012\\303\\251"'
+
+
+@pytest.fixture(scope="module")
+def wheel_bindir(tmp_path_factory):
+    """The launchers as the wheel carries them: no interpreter baked in."""
+    path = tmp_path_factory.mktemp("wheel-bin")
+    names = install_launchers.build_wheel_scripts(path, "9.8.7")
+    assert "nvidia-ctk" in names and PROBE not in names
+    # built stripped, still a launcher: the shim never takes it for the low-level runtime
+    assert executable.is_launcher(str(path / "nvidia-container-runtime"))
+    return path
+
+
+@pytest.mark.parametrize("first_line, message", [
+    (None, "cannot read the interpreter's name from .gpu-container-toolkit-python beside the program"),
+    ("#!python\n", "cannot read the interpreter's name from .gpu-container-toolkit-python beside the program"),
+    ("#!/nonexistent/python3\n# the rest\n", "cannot execute /nonexistent/python3"),
+])
+def test_a_wheel_launcher_takes_its_interpreter_from_the_file_pip_rewrote(wheel_bindir, first_line, message):
+    pointer = wheel_bindir / install_launchers.INTERPRETER_FILE
+    pointer.unlink(missing_ok=True)
+    if first_line is not None:
+        pointer.write_text(first_line)
+    done = subprocess.run([str(wheel_bindir / "nvidia-container-cli"), "--help"], capture_output=True, text=True,
+                          env={}, timeout=30)
+    assert done.returncode == 127 and done.stderr.startswith(f"nvidia-container-cli: error: {message}"), done.stderr
+    assert done.stderr.count("\n") == 1
+    # nvidia-cdi-hook needs no interpreter at all
+    done = subprocess.run([str(wheel_bindir / "nvidia-cdi-hook"), "--version"], capture_output=True, text=True,
+                          env={}, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "nvidia-cdi-hook (gpu-container-toolkit) 9.8.7\n")
+
+
+def test_nvidia_ctk_sees_the_path_it_was_run_by_and_looks_beside_it(bindir, tmp_path):
+    """As a console script did: /usr/bin/nvidia-ctk (a symlink into the package's environment) finds
+    /usr/bin/nvidia-container-runtime, not the one in the environment."""
+    links = tmp_path / "usr-bin"
+    links.mkdir()
+    (links / "nvidia-ctk").symlink_to(bindir / "nvidia-ctk")
+    (links / "nvidia-container-runtime").symlink_to(bindir / "nvidia-container-runtime")
+    done = subprocess.run([str(links / "nvidia-ctk"), "runtime", "configure", "--config",
+                           str(tmp_path / "daemon.json"), "--dry-run"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert f'"path": "{links}/nvidia-container-runtime"' in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="hiding /proc needs root and unshare")
+def test_without_proc_the_launcher_goes_by_the_path_it_was_run_by(bindir):
+    """A package's scriptlet under `rpm --root` runs nvidia-ctk chrooted, without /proc."""
+    for program, args, expected in (("nvidia-ctk", ["--version"], "nvidia-ctk (gpu-container-toolkit) "),
+                                    ("nvidia-container-cli", ["--help"], "usage: nvidia-container-cli")):
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               'umount -l /proc && exec "$@"', "sh", str(bindir / program), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith(expected), done.stderr
