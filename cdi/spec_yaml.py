@@ -59,7 +59,8 @@ class _Loader(yaml.SafeLoader):
 
     def construct_object(self, node, deep=False):
         # a tag's constructor fails with whatever Python raises (`!!int /dev/x`: ValueError, `!!bool maybe`:
-        # KeyError, 5000 digits: ValueError): a YAML error at the node, like every other problem of the text
+        # KeyError, an empty `!!int`: IndexError, 5000 digits: ValueError): a YAML error at the node, like
+        # every other problem of the text
         if node.tag not in _JSON_TAGS:
             raise yaml.constructor.ConstructorError(None, None, f"tag {_short_tag(node.tag)} is not allowed in CDI "
                                                     "specs", node.start_mark)
@@ -70,7 +71,7 @@ class _Loader(yaml.SafeLoader):
                                                             key_node.start_mark)
         try:
             return super().construct_object(node, deep)
-        except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        except (ValueError, TypeError, LookupError, OverflowError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise yaml.constructor.ConstructorError(None, None, f"not a {_short_tag(node.tag)}: {problem}",
                                                     node.start_mark) from None

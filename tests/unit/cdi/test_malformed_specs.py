@@ -64,6 +64,9 @@ def assert_reported_and_skipped(tmp_path, name: str, text: str) -> None:
     ("int-tag.yaml", 'cdiVersion: "0.5.0"\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits:\n'
                      '    deviceNodes:\n    - path: !!int /dev/x\n'),
     ("float-tag.yaml", 'cdiVersion: !!float x\nkind: a.com/b\n'),
+    ("empty-int.yaml", 'cdiVersion: 0.5.0\nkind: a.com/b\ndevices: []\ncontainerEdits:\n  deviceNodes:\n  - path: !!int'),
+    ("empty-float.yaml", 'cdiVersion: !!float ""\nkind: a.com/b\n'),
+    ("empty-bool.yaml", 'cdiVersion: "0.5.0"\nkind: !!bool\n'),
     ("bool-tag.yaml", 'cdiVersion: "0.5.0"\nkind: !!bool maybe\n'),
     ("time-tag.yaml", 'cdiVersion: "0.5.0"\nkind: !!timestamp 2001-13-45\n'),
     ("time-ok.yaml", 'cdiVersion: "0.5.0"\nkind: !!timestamp 2001-12-14\ndevices: []\n'),
