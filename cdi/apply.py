@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     StatFn = Callable[[str], os.stat_result]
 
 
+def _member(parent: dict, key: str, empty: dict | list) -> dict | list:
+    """parent[key], made `empty` when absent or null (Go's encoding/json reads null as absent);
+    cdi.oci_config has checked that a present one has the right type."""
+    value = parent.get(key)
+    if value is None:
+        value = parent[key] = empty
+    return value
+
+
 def _env_key(entry: str) -> str:
     return entry.partition("=")[0]
 
@@ -92,7 +101,7 @@ def _oci_device(node: DeviceNode, process_user: dict) -> dict:
 
 
 def apply_device_nodes(oci: dict, nodes: list[DeviceNode], stat_fn: StatFn) -> None:
-    linux = oci.setdefault("linux", {})
+    linux = _member(oci, "linux", {})
     user = (oci.get("process") or {}).get("user") or {}
     for node in nodes:
         filled = fill_device_node(node, stat_fn)
@@ -102,7 +111,7 @@ def apply_device_nodes(oci: dict, nodes: list[DeviceNode], stat_fn: StatFn) -> N
         if filled.type in ("b", "c", "u"):
             rule = {"allow": True, "type": "c" if filled.type == "u" else filled.type,
                     "major": filled.major, "minor": filled.minor, "access": filled.permissions or "rwm"}
-            resources = linux.setdefault("resources", {})
+            resources = _member(linux, "resources", {})
             resources["devices"] = list(resources.get("devices") or []) + [rule]
 
 
@@ -127,7 +136,7 @@ def apply_mounts(oci: dict, mounts: list[Mount]) -> None:
 def apply_hooks(oci: dict, hooks: list[Hook]) -> None:
     if not hooks:
         return
-    table = oci.setdefault("hooks", {})
+    table = _member(oci, "hooks", {})
     for h in hooks:
         entry = {"path": h.path}
         if h.args:
@@ -136,14 +145,14 @@ def apply_hooks(oci: dict, hooks: list[Hook]) -> None:
             entry["env"] = list(h.env)
         if h.timeout is not None:
             entry["timeout"] = h.timeout
-        table.setdefault(h.hook_name, []).append(entry)
+        _member(table, h.hook_name, []).append(entry)
 
 
 def apply_edits(oci: dict, edits: ContainerEdits, stat_fn: StatFn = os.stat) -> dict:
     """A new OCI spec: oci with edits applied. Raises SpecError (and oci stays as it was) on failure."""
     result = deep_copy(oci)   # cdi.record's: no copy module on a GPU container's create
     if edits.env:
-        process = result.setdefault("process", {})
+        process = _member(result, "process", {})
         process["env"] = apply_env(process.get("env") or [], edits.env)
     apply_device_nodes(result, edits.device_nodes, stat_fn)
     if edits.mounts:
@@ -152,13 +161,13 @@ def apply_edits(oci: dict, edits: ContainerEdits, stat_fn: StatFn = os.stat) -> 
     if edits.intel_rdt is not None:
         from cdi.spec import _to_json
 
-        result.setdefault("linux", {})["intelRdt"] = _to_json(edits.intel_rdt)
+        _member(result, "linux", {})["intelRdt"] = _to_json(edits.intel_rdt)
     if edits.additional_gids:
-        user = result.setdefault("process", {}).setdefault("user", {"uid": 0, "gid": 0})
+        user = _member(_member(result, "process", {}), "user", {"uid": 0, "gid": 0})
         gids = list(user.get("additionalGids") or [])
         user["additionalGids"] = gids + [g for g in dict.fromkeys(edits.additional_gids) if g not in gids]
     if edits.net_devices:
-        table = result.setdefault("linux", {}).setdefault("netDevices", {})
+        table = _member(_member(result, "linux", {}), "netDevices", {})
         for nd in edits.net_devices:
             table[nd.host_interface_name] = {"name": nd.name}
     return result

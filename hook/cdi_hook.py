@@ -202,6 +202,11 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     path = root.get("path") if isinstance(root, dict) else None
     if not isinstance(path, str) or not path:
         raise HookError("container config has no root.path", config_path)
+    # every other member the prestart hook reads has its type: one line naming it if not (nvidia-cdi-hook
+    # reads root.path only)
+    from cdi.oci_config import check_config_json
+
+    check_config_json(config, data)
     return config, os.path.normpath(os.path.join(bundle, path))
 
 

@@ -20,6 +20,7 @@ import os
 import stat
 
 from cdi import json_codec
+from cdi.oci_config import check_config_json
 from cdi.regular_file import read_regular_file
 from runtime_shim.errors import ShimError
 
@@ -50,8 +51,11 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
         document = json_codec.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ShimError(f"the OCI spec is not valid JSON: {exc}", path) from None
+    except RecursionError:
+        raise ShimError("the OCI spec is nested too deeply", path) from None
     if not isinstance(document, dict):
         raise ShimError("the OCI spec is not a JSON object", path)
+    check_config_json(document, data)   # every member the shim reads has its type: one line naming it if not
     return document, data
 
 

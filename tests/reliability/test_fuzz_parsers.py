@@ -112,7 +112,6 @@ def test_oci_state(profile, figures, tmp_path):
     fuzz(target, strategies.states(str(bundle)), profile, figures)
 
 
-@pytest.mark.xfail(reason="issue 16.5: config.json of the wrong shape ends in an unexpected AttributeError/TypeError")
 def test_config_json(profile, figures, tmp_path, spec_dir, monkeypatch):
     """The same bytes through the shim (every mode that edits config.json without NVML) and the hook."""
     from hook.cdi_hook import load_container_config

@@ -190,6 +190,25 @@ def test_config_errors(probe, doc, message):
     assert outcome == "error" and message in text.decode()
 
 
+# config.json of the wrong shape elsewhere (issue 16.5): the prestart hook's Python reader refuses it
+# naming the member (cdi.oci_config); nvidia-cdi-hook reads root.path only, so it takes what it does not
+# read and refuses the rest in one line
+@pytest.mark.parametrize("doc, outcome, text", [
+    (b'{"root": {"path": "r"}, "linux": "x"}', "ok", "r"),
+    (b'{"root": {"path": "r"}, "mounts": [{"destination": ["/a"], "source": 5}]}', "ok", "r"),
+    (b'{"root": {"path": "r"}, "process": {"env": ["A=\\ud800", 5]}}', "ok", "r"),
+    (b'{"root": {"path": "r"}, "annotations": {"\\udc80": 1}}', "ok", "r"),
+    (b'{"root": "x"}', "error", "container config has no root.path"),
+    (b'{"root": {"path": ["r"]}}', "error", "container config has no root.path"),
+    (b'{"root": {"path": "r\\ud800"}}', "error", "root.path holds a lone surrogate"),
+    (b'{"root": {"path": "r"}, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "error", "Nesting too deep"),
+])
+def test_config_of_the_wrong_shape_elsewhere(probe, doc, outcome, text):
+    got, value = probe.one("c", doc)
+    assert got == outcome and text in value.decode()
+    assert b"\n" not in value
+
+
 def test_nested_members_are_found_at_any_depth_below_the_limit(probe):
     inner = b'"x": ' + b'[{"root": ' * 4000 + b'{"path": "n"}' + b"}]" * 4000
     assert probe.one("c", b'{' + inner + b', "root": {"path": "r"}}') == ("ok", b"r")
