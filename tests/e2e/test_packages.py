@@ -470,6 +470,7 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert list((root / PREFIX[1:]).rglob("__pycache__")), "post-install compiles the bytecode"
     cdi_hook = box.run("nvidia-cdi-hook --help", check=False)
     assert "cannot execute" not in cdi_hook.stderr and "No module named" not in cdi_hook.stderr, cdi_hook.stderr
+    box.run("nvidia-ctk runtime configure --runtime=docker")
     # ... and back: NVIDIA's packages take this one's place, nvidia-docker2 stays
     swapped = box.run("apt-get install -y -q --no-install-recommends " + " ".join(
         nvidia[n] for n in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")))
@@ -477,7 +478,12 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert "gpu-container-toolkit" not in packages, swapped.stdout
     assert {"nvidia-container-toolkit", "nvidia-docker2", "nvidia-container-runtime"} <= packages, swapped.stdout
     assert box.run("nvidia-ctk --version").stdout == "NVIDIA nvidia-ctk\n"
-    box.run(f"dpkg --purge gpu-container-toolkit {' '.join(nvidia)}")
+    # purging ours then keeps docker's runtime entry: NVIDIA's package serves its program now
+    purged = box.run("dpkg --purge gpu-container-toolkit")
+    assert "/usr/bin/nvidia-container-runtime is installed again" in purged.stderr, purged.stderr
+    assert "nvidia" in json.loads((root / "etc/docker/daemon.json").read_text())["runtimes"]
+    assert not os.path.lexists(root / ("etc/docker/daemon.json" + docker_undo_suffix()))
+    box.run(f"dpkg --purge {' '.join(nvidia)}; rm -r /etc/docker")
 
     # 2. a host with systemd (units get enabled) and a driver: the simulated one, made with gcc outside
     box.run("apt-get install -y -q --no-install-recommends systemd", timeout=600)
