@@ -100,8 +100,8 @@ def test_debian_description_field_is_folded_without_breaking_words():
         "python3.11", "python3 (>= 3.11)", "runc | crun", "libcap2 (>= 1:2.66)"]
 
 
-@pytest.mark.skipif(not shutil.which("gcc") or not shutil.which("objdump") or not shutil.which("dpkg-query"),
-                    reason="needs gcc, objdump and dpkg")
+@pytest.mark.skipif(not shutil.which("gcc") or not shutil.which("objdump") or not shutil.which("dpkg-query")
+                    or not Path(metadata.ELFDEPS).exists(), reason="needs gcc, objdump, dpkg and rpm")
 def test_library_dependencies_come_from_the_elf_files(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()
