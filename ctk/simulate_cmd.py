@@ -1,5 +1,7 @@
 """`nvidia-ctk simulate create DIR`: build a simulated GPU host (a driver root with a real C
-libnvidia-ml.so.1, nvidia-smi, device nodes and driver files) for machines without a GPU."""
+libnvidia-ml.so.1, nvidia-smi, device nodes and driver files) for machines without a GPU.
+`nvidia-ctk simulate exec DIR -- CMD`: run a tool that reads the host's own paths against it, in a
+private mount namespace (simulator.namespace)."""
 from __future__ import annotations
 
 import click
@@ -47,3 +49,32 @@ def create(directory: str, gpus: int, model: str, driver_version: str, cuda_vers
     migs = sum(len(g.migs) for g in host.gpus)
     click.echo(f"Simulated host created in {directory}: {len(host.gpus)} x {host.gpus[0].model.name}, "
                f"{migs} MIG device{'s' if migs != 1 else ''}, driver {host.driver_version}, CUDA {host.cuda_version}")
+
+
+@simulate.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def exec_(directory: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND as if the simulated host in DIRECTORY were this machine's driver (needs root).
+
+    For tools that take no driver root (NVIDIA's nvidia-ctk cdi generate, nvidia-container-cli,
+    pynvml scripts): in a private mount namespace, /dev gets the simulated nodes (nvidia*, dri/),
+    /proc/driver its nvidia/ and nvidia-caps/ (mig-minors), /sys/bus/pci/devices its GPUs, and
+    LD_LIBRARY_PATH starts with its libraries. Nothing changes outside the namespace.
+
+        nvidia-ctk simulate exec /tmp/gpu-host -- nvidia-smi -L
+    """
+    import os
+
+    from simulator.host_spec import SimulatorError
+    from simulator.namespace import check_root, exec_argv
+
+    try:
+        root = check_root(directory)
+    except SimulatorError as e:
+        raise CliError(e.what, e.where) from None
+    argv = exec_argv(root, list(command[1:] if command[:1] == ("--",) else command))
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        raise CliError(f"cannot run {argv[0]}: {e.strerror}", "simulate exec") from None

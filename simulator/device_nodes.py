@@ -3,8 +3,9 @@
 Opening a node whose major belongs to a live driver talks to that driver (on some machines one of
 the dynamic majors is the watchdog, which arms when opened). So every major is checked against
 /proc/devices: nvidia* keep the real 195 when it is free (a driverless 195:x opens with ENXIO, which
-device-cgroup tests rely on); nvidia-uvm, nvidia-caps and nvidia-caps-imex-channels take majors from
-the ranges reserved for local use that the kernel never hands out dynamically (120-127, then 60-63).
+device-cgroup tests rely on), the DRM nodes (/dev/dri/card<N>, renderD<N>) the real 226 likewise;
+nvidia-uvm, nvidia-caps and nvidia-caps-imex-channels (and 195 or 226 when a driver has them) take majors
+from the ranges reserved for local use that the kernel never hands out dynamically (120-127, then 60-63).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from simulator.host_spec import SimHost, SimulatorError
 
 NVIDIA_MAJOR = 195
+DRM_MAJOR = 226
 NVIDIACTL_MINOR = 255
 MODESET_MINOR = 254
 CONFIG_CAP_MINOR = 1
@@ -30,6 +32,7 @@ class Majors:
     uvm: int
     caps: int
     imex: int
+    drm: int = DRM_MAJOR
 
 
 def used_char_majors(proc_devices: str = "/proc/devices") -> set[int]:
@@ -49,9 +52,16 @@ def used_char_majors(proc_devices: str = "/proc/devices") -> set[int]:
 def choose_majors(used: set[int]) -> Majors:
     free = [m for m in _LOCAL_MAJORS if m not in used]
     nvidia = NVIDIA_MAJOR if NVIDIA_MAJOR not in used else (free.pop(0) if free else None)
-    if nvidia is None or len(free) < 3:
+    drm = DRM_MAJOR if DRM_MAJOR not in used else (free.pop(0) if free else None)
+    if nvidia is None or drm is None or len(free) < 3:
         raise SimulatorError("no free character device majors for the simulated driver", "/proc/devices")
-    return Majors(nvidia=nvidia, uvm=free[0], caps=free[1], imex=free[2])
+    return Majors(nvidia=nvidia, uvm=free[0], caps=free[1], imex=free[2], drm=drm)
+
+
+def drm_names(gpu_index: int) -> tuple[str, str]:
+    """The DRM nodes of a GPU, as the real driver numbers them on a machine whose card0 is the
+    firmware's framebuffer: card<index+1> and renderD<128+index>."""
+    return f"card{gpu_index + 1}", f"renderD{128 + gpu_index}"
 
 
 def _mknod(path: Path, major: int, minor: int, mode: int) -> None:
@@ -72,8 +82,12 @@ def make_device_nodes(root: Path, host: SimHost, majors: Majors) -> None:
     _mknod(dev / "nvidia-uvm-tools", majors.uvm, 1, 0o666)
     _mknod(caps / f"nvidia-cap{CONFIG_CAP_MINOR}", majors.caps, CONFIG_CAP_MINOR, 0o400)
     _mknod(caps / f"nvidia-cap{MONITOR_CAP_MINOR}", majors.caps, MONITOR_CAP_MINOR, 0o444)
+    (dev / "dri").mkdir()
     for gpu in host.gpus:
         _mknod(dev / f"nvidia{gpu.minor}", majors.nvidia, gpu.minor, 0o666)
+        card, render = drm_names(gpu.index)
+        _mknod(dev / "dri" / card, majors.drm, gpu.index + 1, 0o660)
+        _mknod(dev / "dri" / render, majors.drm, 128 + gpu.index, 0o666)
         for mig in gpu.migs:
             for minor in (mig.gi_cap_minor, mig.ci_cap_minor):
                 _mknod(caps / f"nvidia-cap{minor}", majors.caps, minor, 0o444)

@@ -126,7 +126,7 @@ def _populate(root: Path, host: SimHost, majors: device_nodes.Majors) -> None:
     _make_ld_cache(root)
     marker = {"simulated_host": True, "format": MARKER_FORMAT, "created_by": "nvidia-ctk simulate create",
               "majors": {"nvidia": majors.nvidia, "nvidia-uvm": majors.uvm, "nvidia-caps": majors.caps,
-                         "nvidia-caps-imex-channels": majors.imex},
+                         "nvidia-caps-imex-channels": majors.imex, "drm": majors.drm},
               "inventory": host.to_json()}
     (root / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n")
 

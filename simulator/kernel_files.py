@@ -3,11 +3,12 @@
 Formats follow the real nvidia.ko: /proc/driver/nvidia/{version,params,registry}, one `information`
 file per GPU, MIG capability files and /proc/driver/nvidia-caps/mig-minors with the real minor layout
 (every GPU instance 0..14 and compute instance 0..7 of every GPU, present or not, as the driver lists
-them), /proc/devices with the driver's majors, and the /sys module and PCI entries.
+them), /proc/devices with the driver's majors, and the /sys module and PCI entries (with each GPU's
+DRM nodes under drm/).
 """
 from __future__ import annotations
 
-from simulator.device_nodes import CONFIG_CAP_MINOR, MONITOR_CAP_MINOR, Majors
+from simulator.device_nodes import CONFIG_CAP_MINOR, MONITOR_CAP_MINOR, Majors, drm_names
 from simulator.host_spec import SimHost, ci_cap_minor, gi_cap_minor
 
 MAX_GI = 15
@@ -67,7 +68,8 @@ def proc_devices_text(host_proc_devices: str, majors: Majors) -> str:
         elif line.strip() and section is not None:
             section.append(line)
     for major, name in ((majors.nvidia, "nvidia-frontend"), (majors.uvm, "nvidia-uvm"),
-                        (majors.caps, "nvidia-caps"), (majors.imex, "nvidia-caps-imex-channels")):
+                        (majors.caps, "nvidia-caps"), (majors.imex, "nvidia-caps-imex-channels"),
+                        (majors.drm, "drm")):
         char.append(f"{major:3d} {name}")
     char.sort(key=lambda entry: int(entry.split()[0]))
     return "Character devices:\n" + "\n".join(char) + "\n\nBlock devices:\n" + "\n".join(block) + "\n"
@@ -111,4 +113,7 @@ def kernel_files(host: SimHost, majors: Majors, host_proc_devices: str) -> dict[
         files[f"{pci}/device"] = f"0x{gpu.model.pci_device:04x}\n"
         files[f"{pci}/class"] = "0x030200\n"
         files[f"{pci}/numa_node"] = f"{0 if gpu.index < max(1, len(host.gpus) // 2) else 1}\n"
+        # the GPU's DRM nodes, as the drm class lists them under its PCI device (what finds /dev/dri/*)
+        for name, minor in zip(drm_names(gpu.index), (gpu.index + 1, 128 + gpu.index)):
+            files[f"{pci}/drm/{name}/dev"] = f"{majors.drm}:{minor}\n"
     return files

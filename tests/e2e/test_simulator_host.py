@@ -56,17 +56,23 @@ def test_device_nodes_use_free_majors_and_real_minors(host):
     root, inv, majors = host
     used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()[1:]
             if line.strip()}
-    chosen = {majors["nvidia"], majors["nvidia-uvm"], majors["nvidia-caps"], majors["nvidia-caps-imex-channels"]}
-    assert len(chosen) == 4 and not chosen & used
+    chosen = {majors["nvidia"], majors["nvidia-uvm"], majors["nvidia-caps"], majors["nvidia-caps-imex-channels"],
+              majors["drm"]}
+    assert len(chosen) == 5 and not chosen & used
     if 195 not in used:
         assert majors["nvidia"] == 195
+    if 226 not in used:
+        assert majors["drm"] == 226
     expected = {"nvidiactl": (majors["nvidia"], 255), "nvidia-modeset": (majors["nvidia"], 254),
                 "nvidia0": (majors["nvidia"], 0), "nvidia1": (majors["nvidia"], 1),
                 "nvidia-uvm": (majors["nvidia-uvm"], 0), "nvidia-uvm-tools": (majors["nvidia-uvm"], 1),
                 "nvidia-caps/nvidia-cap1": (majors["nvidia-caps"], 1),
                 "nvidia-caps/nvidia-cap2": (majors["nvidia-caps"], 2),
                 "nvidia-caps-imex-channels/channel0": (majors["nvidia-caps-imex-channels"], 0),
-                "nvidia-caps-imex-channels/channel1": (majors["nvidia-caps-imex-channels"], 1)}
+                "nvidia-caps-imex-channels/channel1": (majors["nvidia-caps-imex-channels"], 1),
+                # each GPU's DRM nodes, as sysfs lists them under its PCI device
+                "dri/card1": (majors["drm"], 1), "dri/renderD128": (majors["drm"], 128),
+                "dri/card2": (majors["drm"], 2), "dri/renderD129": (majors["drm"], 129)}
     for mig in inv["gpus"][1]["mig_devices"]:
         for key in ("gi_cap_minor", "ci_cap_minor"):
             expected[f"nvidia-caps/nvidia-cap{mig[key]}"] = (majors["nvidia-caps"], mig[key])
@@ -216,3 +222,38 @@ def test_without_cap_mknod_the_error_names_the_device_node(tmp_path):
     assert done.returncode == 1
     assert done.stderr == f"nvidia-ctk: error: making device nodes needs root (CAP_MKNOD) ({target}/dev/nvidiactl)\n"
     assert os.listdir(tmp_path) == []
+
+
+def test_simulate_exec_shows_the_host_at_the_real_paths_in_a_private_namespace(host):
+    """What NVIDIA's tools read at fixed paths (/dev/nvidia*, /dev/dri, /proc/driver/nvidia-caps/mig-minors,
+    /sys/bus/pci/devices/<bus>/drm) and libnvidia-ml.so.1 by name (pynvml), inside `simulate exec`;
+    the host's own /dev, /proc/driver and mount table stay as they were."""
+    root, inv, majors = host
+    bus = inv["gpus"][0]["pci_bus_id"][4:].lower()
+    script = ("ls /dev/dri; stat -c '%t:%T' /dev/nvidia0; head -1 /proc/driver/nvidia-caps/mig-minors; "
+              f"ls /sys/bus/pci/devices/{bus}/drm; cat /sys/bus/pci/devices/{bus}/vendor; test -c /dev/null && "
+              "echo null-ok; nvidia-smi -L | head -1; " + sys.executable +
+              " -c 'import pynvml; pynvml.nvmlInit(); print(\"nvml\", pynvml.nvmlDeviceGetCount())'")
+
+    def host_view():
+        with open("/proc/self/mountinfo") as f:
+            mounts = sorted(line.split()[4] for line in f)
+        return mounts, sorted(os.listdir("/dev")), sorted(os.listdir("/proc/driver"))
+
+    before = host_view()
+    done = ctk("simulate", "exec", str(root), "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:4] == ["card1", "card2", "renderD128", "renderD129"]
+    assert lines[4] == f"{majors['nvidia']:x}:0"
+    assert lines[5] == "config 1"
+    assert lines[6:8] == ["card1", "renderD128"] and lines[8] == "0x10de" and lines[9] == "null-ok"
+    assert lines[10].startswith("GPU 0: NVIDIA A100-SXM4-40GB") and lines[11] == "nvml 2"
+    assert host_view() == before
+    # only through unshare: run directly, it refuses to touch the caller's namespace
+    direct = subprocess.run([sys.executable, "-m", "simulator.namespace", str(root), "--", "true"],
+                            capture_output=True, text=True)
+    assert direct.returncode == 1 and "refusing to change the mount namespace" in direct.stderr
+    assert host_view() == before
+    missing = ctk("simulate", "exec", str(root.parent), "--", "true")
+    assert missing.returncode == 1 and "not a simulated host" in missing.stderr

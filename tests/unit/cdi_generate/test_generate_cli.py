@@ -77,8 +77,14 @@ def test_common_edits_and_device_edits(sim_host):
     # 32-bit libraries are left out, as NVIDIA's generator does
     assert not any("i386" in m["containerPath"] for m in common["mounts"])
     zero = next(d for d in document["devices"] if d["name"] == "0")["containerEdits"]
+    drm = os.major(os.stat(f"{sim_host}/dev/dri/card1").st_rdev)
+    # the GPU's node and (a spec serves graphics too) its DRM nodes
     assert zero == {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": f"{sim_host}/dev/nvidia0", "type": "c",
-                                     "major": 195, "minor": 0}]}
+                                     "major": 195, "minor": 0},
+                                    {"path": "/dev/dri/card1", "hostPath": f"{sim_host}/dev/dri/card1", "type": "c",
+                                     "major": drm, "minor": 1},
+                                    {"path": "/dev/dri/renderD128", "hostPath": f"{sim_host}/dev/dri/renderD128",
+                                     "type": "c", "major": drm, "minor": 128}]}
 
 
 def test_nvidia_cdi_hook_path_of_nvidias_program_gets_its_argv(sim_host, tmp_path):

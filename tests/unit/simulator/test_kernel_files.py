@@ -22,10 +22,10 @@ Block devices:
 
 
 def test_majors_keep_195_when_free_and_avoid_every_used_major(tmp_path):
-    assert choose_majors({1, 4, 249}) == Majors(nvidia=195, uvm=120, caps=121, imex=122)
-    taken = choose_majors({195, 120, 122})
-    chosen = {taken.nvidia, taken.uvm, taken.caps, taken.imex}
-    assert len(chosen) == 4 and chosen.isdisjoint({195, 120, 122})
+    assert choose_majors({1, 4, 249}) == Majors(nvidia=195, uvm=120, caps=121, imex=122, drm=226)
+    taken = choose_majors({195, 120, 122, 226})   # a host with a DRM driver: /dev/dri gets a local major
+    chosen = {taken.nvidia, taken.uvm, taken.caps, taken.imex, taken.drm}
+    assert len(chosen) == 5 and chosen.isdisjoint({195, 120, 122, 226})
     with pytest.raises(SimulatorError, match="no free character device majors"):
         choose_majors(set(range(0, 512)))
 
@@ -74,6 +74,10 @@ def test_kernel_files_describe_each_gpu_and_each_mig_instance():
     assert not any(k.startswith("proc/driver/nvidia/capabilities/gpu0/") for k in files)
     assert files["sys/module/nvidia/version"] == "535.104.05\n"
     assert files["sys/bus/pci/devices/0000:07:00.0/vendor"] == "0x10de\n"
+    # each GPU's DRM nodes under its PCI device, as the drm class lists them (NVIDIA's tools look there)
+    assert files["sys/bus/pci/devices/0000:07:00.0/drm/card1/dev"] == "226:1\n"
+    assert files["sys/bus/pci/devices/0000:0f:00.0/drm/renderD129/dev"] == "226:129\n"
+    assert "226 drm" in files["proc/devices"]
 
 
 def test_read_mig_minors_ignores_other_lines_and_tolerates_a_missing_file(tmp_path):
