@@ -120,11 +120,10 @@ def default_hook_path(argv0: str | None = None) -> str:
 
 
 def hook_flavour_of(path: str) -> str:
-    """OURS when the file at path is our nvidia-cdi-hook (or cannot be opened: a spec may be written
-    before the package is installed), NVIDIAS when it is another program (NVIDIA's nvidia-cdi-hook or
-    nvidia-ctk, or anything but a regular file), whose subcommands take one entry each."""
-    if os.path.basename(path) == "nvidia-ctk":
-        return NVIDIAS
+    """OURS when the file at path is our nvidia-cdi-hook or nvidia-ctk (copies of the one launcher,
+    which holds the hook's usage text), or cannot be opened (a spec may be written before the package
+    is installed); NVIDIAS when it is another program (NVIDIA's nvidia-cdi-hook or nvidia-ctk, or
+    anything but a regular file), whose subcommands take one entry each."""
     import mmap
 
     try:
@@ -305,6 +304,8 @@ class EditsBuilder:
                                         program=os.path.basename(self.hook_path))
         else:
             argvs = [hook_args(links, folders, self.ldconfig, **work)] if links or folders or work["params_file"] else []
+            if os.path.basename(self.hook_path) == "nvidia-ctk":   # our nvidia-ctk runs the hook as `hook ...`
+                argvs = [["nvidia-ctk", "hook", *argv[1:]] for argv in argvs]
         hooks = [Hook(hook_name=CREATE_CONTAINER, path=self.hook_path, args=argv, env=list(HOOK_ENV))
                  for argv in argvs]
         env = [f"{LIBCUDA_DIR_ENV}={libcuda[0]}"] if libcuda else []

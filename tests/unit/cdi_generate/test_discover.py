@@ -128,10 +128,13 @@ def test_nvidias_hook_gets_nvidias_argv_one_entry_per_subcommand(sim_host, sim_i
     # each entry is one subcommand, which ours reads as well
     for argv in argvs:
         assert not [w for w in parse_args(argv[1:]).warnings if "enable-cuda-compat" not in w]
-    # nvidia-ctk takes them after `hook`
-    ctk = EditsBuilder(str(sim_host), sim_inventory, ("utility",), hook_path="/usr/bin/nvidia-ctk",
-                       hook_flavour=hook_flavour_of("/usr/bin/nvidia-ctk"))
-    assert all(h.args[:2] == ["nvidia-ctk", "hook"] for h in ctk.common_edits().hooks)
+    # NVIDIA's nvidia-ctk takes them after `hook`
+    theirs_ctk = tmp_path / "nvidia-ctk"
+    theirs_ctk.write_bytes(b"\x7fELF another Go program")
+    ctk = EditsBuilder(str(sim_host), sim_inventory, ("utility",), hook_path=str(theirs_ctk),
+                       hook_flavour=hook_flavour_of(str(theirs_ctk)))
+    hooks = ctk.common_edits().hooks
+    assert len(hooks) > 1 and all(h.args[:2] == ["nvidia-ctk", "hook"] for h in hooks)
 
 
 def test_our_installed_hook_is_told_from_nvidias():
@@ -140,6 +143,15 @@ def test_our_installed_hook_is_told_from_nvidias():
         pytest.skip("needs the installed launcher (make venv)")
     assert hook_flavour_of(ours) == OURS
     assert hook_flavour_of("/nonexistent/nvidia-cdi-hook") == OURS   # a spec written before the install
+
+
+def test_our_nvidia_ctk_as_the_hook_gets_our_one_chain_after_hook(sim_host, sim_inventory):
+    ctk = os.path.join(os.path.dirname(sys.executable), "nvidia-ctk")
+    if not os.path.exists(ctk) or hook_flavour_of(ctk) != OURS:
+        pytest.skip("needs the installed nvidia-ctk launcher (make venv)")
+    (hook,) = EditsBuilder(str(sim_host), sim_inventory, ("compute", "utility"), hook_path=ctk,
+                           hook_flavour=OURS).common_edits().hooks
+    assert hook.args[:3] == ["nvidia-ctk", "hook", "create-symlinks"] and "update-ldcache" in hook.args
 
 
 def test_a_configured_ldconfig_reaches_the_hook_as_a_host_path(sim_host, sim_inventory):
