@@ -11,6 +11,7 @@ BENCHMARKS = {
     "hook": "bench.hook_lifecycle",
     "cdi-generate": "bench.cdi_generate",
     "shim": "bench.shim_lifecycle",
+    "cdi-hook": "bench.cdi_hook",
 }
 
 
