@@ -26,7 +26,10 @@ def figures(request, profile):
 
 def pytest_runtest_logreport(report):
     if report.when == "call" or report.outcome != "passed":
-        entry = {"test": report.nodeid, "outcome": "xfailed" if hasattr(report, "wasxfail") else report.outcome}
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        entry = {"test": report.nodeid, "outcome": outcome}
         if report.when == "call":
             entry["seconds"] = round(report.duration, 1)
         figures_file.append(entry)

@@ -60,7 +60,7 @@ def _value(value) -> str:
 def _result(entry: dict) -> str:
     outcome = entry.get("outcome", "not run")
     return {"passed": "pass", "failed": "**FAIL**", "xfailed": "known defect (xfail)",
-            "skipped": "skipped"}.get(outcome, outcome)
+            "xpassed": "pass (marked xfail)", "skipped": "skipped"}.get(outcome, outcome)
 
 
 def _name(test_id: str) -> str:
@@ -80,7 +80,8 @@ def render(tests: dict[str, dict], profile: str, total_seconds: float | None) ->
              f"- run: {datetime.date.today().isoformat()}, {os.cpu_count()} CPUs, Linux {platform.release()}, "
              f"Python {platform.python_version()}" + (f", {total_seconds:.0f} s in all" if total_seconds else ""),
              f"- results: " + ", ".join(f"{sum(1 for t in tests.values() if _result(t) == r)} {r}"
-                                         for r in ("pass", "**FAIL**", "known defect (xfail)", "skipped")
+                                         for r in ("pass", "**FAIL**", "known defect (xfail)",
+                                                   "pass (marked xfail)", "skipped")
                                          if any(_result(t) == r for t in tests.values())), ""]
     for module, (title, what) in SECTIONS.items():
         mine = {test_id: entry for test_id, entry in tests.items() if f"/{module}.py::" in test_id}

@@ -68,7 +68,7 @@ ARGV_WORDS = ["create", "run", "start", "state", "delete", "kill", "exec", "--bu
               "--root", "--log", "--log-format", "json", "text", "--pid-file", "--console-socket", "--", "-", "--debug",
               "--debug=false", "--debug=maybe", "--systemd-cgroup", "--preserve-fds", "--preserve-fds=0x1_0",
               "--no-pivot", "--detach", "-d", "--keep", "--help", "-h", "--version", "-v", "--criu", "--rootless",
-              "--rootless=auto", "/tmp/bundle", "ctr-1", "---bundle", "--=x", "-=", "--bundle=/b", "-b=/b"]
+              "--rootless=auto", "/nonexistent/bundle", "ctr-1", "---bundle", "--=x", "-=", "--bundle=/b", "-b=/b"]
 runc_argv = st.lists(st.one_of(st.sampled_from(ARGV_WORDS), texts), max_size=12)
 
 # ---- OCI config.json, the container's env and annotations ------------------------------------------------

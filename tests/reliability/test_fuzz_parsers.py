@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -95,6 +96,36 @@ def test_runc_argv(profile, figures):
         return not command.error
 
     fuzz(target, strategies.runc_argv, profile, figures)
+
+
+def test_runc_argv_in_the_launcher(profile, figures, tmp_path):
+    """The static launcher's own reading of argv (C, on every runc call the engine makes): it must
+    start Python for exactly the command lines whose command the Python parser says is create or run,
+    pass every other one to the runtime as it is, and never crash. No bundle exists, so a create is
+    never settled by the launcher's scan of config.json."""
+    from tests.unit.runtime_shim.shim_env import install_shim, make_shim_env
+
+    (tmp_path / "bin").mkdir()
+    install_shim(tmp_path / "bin")
+    shim = make_shim_env(tmp_path, tmp_path / "bin")
+    shim.write_config(runtimes=["/bin/true"])
+    assert shim.run("state", "warm-up").returncode == 0   # Python writes the launcher's cache
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+
+    def target(args):
+        shim.reset()
+        # bytes, not text: an argv that is not UTF-8 reaches the debug log as it is
+        result = subprocess.run([str(shim.shim), *args], env=shim.env(), cwd=cwd, capture_output=True,
+                                stdin=subprocess.DEVNULL, timeout=60)
+        log = shim.debug_log.read_bytes() if shim.debug_log.exists() else b""
+        python_ran = b"low-level runtime" in log   # what the Python side logs for every call it handles
+        assert result.returncode >= 0, f"the launcher died of signal {-result.returncode}"
+        assert python_ran == (parse_runc_argv(args).command in ("create", "run")), (args, log)
+        return not python_ran
+
+    # an argv from the kernel holds no NUL
+    fuzz(target, strategies.runc_argv.map(lambda args: [a.replace("\0", "") for a in args]), profile, figures)
 
 
 def test_oci_state(profile, figures, tmp_path):
