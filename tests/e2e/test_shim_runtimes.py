@@ -160,6 +160,21 @@ def test_modify_device_files_is_0_and_newer_cuda_compat_libraries_come_first(gpu
     assert (rootfs / "proc/driver/nvidia/params").read_text() == "ModifyDeviceFiles: 1\n"
 
 
+@pytest.mark.parametrize("mode", ["cdi", "jit-cdi", "legacy"])
+def test_a_directory_at_a_link_path_is_kept_in_every_mode(gpu_host, tmp_path, mode):
+    """The image has a directory where the driver's libcuda.so link goes: the container starts, the
+    directory stays (nvidia-cdi-hook used to fail the start with EISDIR, the prestart hook kept it)."""
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", "ls /usr/lib/x86_64-linux-gnu/libcuda.so; "
+                                               "readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1"],
+                         glibc=True, env=["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"])
+    own = bundle / "rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"
+    own.mkdir(parents=True)
+    (own / "the-images-own").write_text("x")
+    code, output, stderr = lifecycle_for("runc", gpu_host, tmp_path, mode=mode).run(bundle)
+    assert code == 0, stderr
+    assert output.splitlines() == ["the-images-own", "libcuda.so.550.54.15"]
+
+
 def test_auto_mode_uses_the_spec_for_a_device_it_defines(gpu_host, tmp_path):
     bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", GPU_REPORT], glibc=True,
                          env=["NVIDIA_VISIBLE_DEVICES=" + gpu_host.gpu_uuids[0]])
