@@ -70,9 +70,12 @@ def test_docker_runs_gpu_containers_through_the_shim(setup, workdir, private_doc
     assert parse_gpu_report(plain) == {"dev": [], "libs": [], "smi": ["NO-NVIDIA-SMI"]}
 
     # --gpus: docker sets NVIDIA_VISIBLE_DEVICES and adds the legacy prestart hook; in cdi mode the shim
-    # injects through the spec and drops that hook, so nothing is injected twice
-    gpus = docker(daemon, *run, "--gpus", "device=1", "gct-glibc:latest", "sh", "-c", GPU_REPORT)
-    assert parse_gpu_report(gpus.stdout)["smi"] == [gpu_line(setup["host"], 1)]
+    # injects through the spec and drops that hook, so nothing is injected twice. GPU 1 is in MIG mode, so
+    # the spec has its MIG devices, not the whole GPU (as NVIDIA's specs)
+    gpus = docker(daemon, *run, "--gpus", '"device=1:0"', "gct-glibc:latest", "sh", "-c", GPU_REPORT)
+    mig = setup["host"].mig_uuids["1:0"]
+    assert parse_gpu_report(gpus.stdout)["smi"] == [gpu_line(setup["host"], 1),
+                                                    f"  MIG 1g.5gb      Device  0: (UUID: {mig})"]
     assert "removed the nvidia-container-runtime-hook prestart hook" in (setup["work"] / "shim.log").read_text()
 
     # an unknown GPU: our one line reaches docker's output through runc's log file
@@ -133,9 +136,11 @@ def test_ctr_run_with_the_shim_as_runc_binary(setup, workdir, ctr_namespace, pri
         args += ["--rootfs", str(rootfs), "gct-" + uuid.uuid4().hex[:8], "sh", "-c", GPU_REPORT]
         return subprocess.run(args, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
-    asked = ctr_run("NVIDIA_VISIBLE_DEVICES=1")
+    asked = ctr_run("NVIDIA_VISIBLE_DEVICES=1:1")  # GPU 1 is in MIG mode: its MIG devices are in the spec
     assert asked.returncode == 0, asked.stderr + daemon.log_tail()
-    assert parse_gpu_report(asked.stdout)["smi"] == [gpu_line(setup["host"], 1)]
+    mig = setup["host"].mig_uuids["1:1"]
+    assert parse_gpu_report(asked.stdout)["smi"] == [gpu_line(setup["host"], 1),
+                                                     f"  MIG 1g.5gb      Device  0: (UUID: {mig})"]
     plain = ctr_run()
     assert plain.returncode == 0, plain.stderr
     assert parse_gpu_report(plain.stdout)["dev"] == []
