@@ -204,16 +204,23 @@ int main(int argc, char **argv, char **envp)
             die(name, "cannot pass the caller's environment on");
     }
 
-    /* sys.argv becomes [argv0, args...]; the target module is imported with the baked path only. */
+    /* sys.argv becomes [argv0, args...]; the target module is imported with the baked path only. A
+     * package that is not there (uninstalled, or an editable install whose path only a .pth file
+     * gives) is one line, not a traceback; an import failing inside the program is the program's. */
     char bootstrap[4096];
     const char *colon = strchr(program->target, ':');
     int written = snprintf(bootstrap, sizeof(bootstrap),
                            "import sys\n"
                            "%s\n"
                            "del sys.argv[0]\n"
-                           "from %.*s import %s as _main\n"
+                           "try:\n"
+                           "    from %.*s import %s as _main\n"
+                           "except ImportError as e:\n"
+                           "    sys.exit(f'%s: error: cannot start: {e} (is gpu-container-toolkit installed for "
+                           "{sys.executable}?)')\n"
                            "sys.exit(_main())\n",
-                           GCT_SYS_PATH_CODE, (int)(colon - program->target), program->target, colon + 1);
+                           GCT_SYS_PATH_CODE, (int)(colon - program->target), program->target, colon + 1,
+                           program->name);
     if (written < 0 || (size_t)written >= sizeof(bootstrap)) {
         errno = ENAMETOOLONG;
         die(name, "bootstrap too long");

@@ -184,3 +184,18 @@ def test_without_proc_the_launcher_goes_by_the_path_it_was_run_by(bindir):
                                'umount -l /proc && exec "$@"', "sh", str(bindir / program), *args],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith(expected), done.stderr
+
+
+def test_a_package_that_is_not_there_is_one_line(wheel_bindir):
+    """The wheel's launcher pointed at this venv's interpreter, whose site-packages do not hold the project
+    (an editable install: only a .pth file names the checkout, and -S reads none)."""
+    probe = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys\n{install_launchers.WHEEL_SYS_PATH}\n"
+                            "import hook"], capture_output=True, cwd="/")
+    if probe.returncode == 0:
+        pytest.skip("the project is installed into this interpreter's site-packages")
+    (wheel_bindir / install_launchers.INTERPRETER_FILE).write_text(f"#!{sys.executable}\n")
+    done = subprocess.run([str(wheel_bindir / "nvidia-container-cli"), "--help"], capture_output=True, text=True,
+                          env={}, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr == (f"nvidia-container-cli: error: cannot start: No module named 'hook' (is "
+                           f"gpu-container-toolkit installed for {sys.executable}?)\n")
