@@ -45,6 +45,23 @@ class ElfLibrary(Record, frozen=True):
     soname: str | None     # DT_SONAME, None when the library has none
 
 
+def check_loadable(fd: int, path: str) -> ElfLibrary:
+    """What read_elf_library says of the open file, after checking that the file holds every byte its
+    headers promise: the program header table, each PT_LOAD segment (p_offset + p_filesz) and the
+    section header table. The loader maps the segments; a page of them beyond the end of a truncated
+    file is a SIGBUS on first touch, deep in the loader or in a call into the library."""
+    reader = _Reader(fd, path)
+    library = reader.library()
+    for p_type, offset, _, filesz in reader.segments:
+        if p_type == PT_LOAD and offset + filesz > reader.size:
+            raise ElfError(where=path, what=f"truncated: a loaded segment ends at byte {offset + filesz}, "
+                                            f"the file has {reader.size}")
+    if reader.shnum and reader.shoff + reader.shnum * reader.shentsize > reader.size:
+        raise ElfError(where=path, what=f"truncated: the section headers end at byte "
+                                        f"{reader.shoff + reader.shnum * reader.shentsize}, the file has {reader.size}")
+    return library
+
+
 def read_elf_library(path: str, fd: int | None = None) -> ElfLibrary:
     """Describe the shared object at `path` (or already open as `fd`; `path` then only names it)."""
     if fd is not None:
@@ -94,12 +111,12 @@ class _Reader:
         self.dyn = struct.Struct(self.order + dyn_fmt.format)
         self.is_64bit = elf_class == 2
         header = struct.Struct(self.order + header_fmt.format)
-        (e_type, machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
-         _shentsize, _shnum, _shstrndx) = header.unpack(self.read(16, header.size, "ELF header"))
+        (e_type, machine, _version, _entry, phoff, self.shoff, _flags, _ehsize, phentsize, phnum,
+         self.shentsize, self.shnum, _shstrndx) = header.unpack(self.read(16, header.size, "ELF header"))
         if e_type != ET_DYN:
             raise ElfError(where=self.path, what=f"not a shared object (ELF type {e_type})")
-        segments = self._program_headers(phoff, phentsize, phnum)
-        return ElfLibrary(self.is_64bit, machine, self._soname(segments))
+        self.segments = self._program_headers(phoff, phentsize, phnum)
+        return ElfLibrary(self.is_64bit, machine, self._soname(self.segments))
 
     def _program_headers(self, phoff: int, phentsize: int, phnum: int) -> list[tuple[int, ...]]:
         if phnum == 0:

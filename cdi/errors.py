@@ -40,6 +40,28 @@ def message_line(program: str, level: str, text: str) -> str:
     return f"{program}: {level}: {printable(text)}"
 
 
+# How a program writes an error that ends it from outside its main flow (cdi.nvml's watchdog, while the
+# main thread is stuck in the driver): None is one line on stderr, named after the program (argv[0]).
+# A program that reports errors in more places sets its own (the shim: also runc's --log file).
+fatal_reporter = None
+
+
+def report_fatal(error: Exception) -> None:
+    """Report error (fatal_reporter, else one line on stderr) and end the process with status 1, now:
+    no cleanup runs, the main thread may be inside a call that never returns."""
+    import os
+    import sys
+
+    try:
+        if fatal_reporter is not None:
+            fatal_reporter(error)
+        else:
+            program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "gpu-container-toolkit"
+            os.write(2, (message_line(program, "error", str(error)) + "\n").encode("utf-8", "replace"))
+    finally:
+        os._exit(1)
+
+
 class CdiError(ValueError):
     def __init__(self, what: str, where: str | None = None):
         self.what = what

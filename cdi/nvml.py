@@ -3,7 +3,9 @@
 For a driver root other than "/", the root's own libnvidia-ml.so.1 is loaded by absolute path
 (resolved inside the root); for "/", the loader finds it by soname. NVML can be loaded and
 initialised once per process, so one process serves one driver root; asking for a second one is an
-error.
+error. The library file is checked before it is loaded (a regular file, a whole ELF shared object),
+and reading NVML runs under a watchdog (load_inventory): a FIFO, a truncated file or a driver that
+never answers is one error line, not a hung or SIGBUS-killed program.
 
 Importing this module is cheap (the binding is imported on first use): the runtime shim may use it
 on a container's start path.
@@ -11,12 +13,16 @@ on a container's start path.
 from __future__ import annotations
 
 import _thread
+import os
 
 from cdi.driver_root import DriverRoot, DriverRootError
 from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
 
 NVML_SONAME = "libnvidia-ml.so.1"
+NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"
+DEFAULT_NVML_TIMEOUT = 60.0
+MAX_NVML_TIMEOUT = 3600.0
 # Where driver installations put their libraries, first match wins.
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib")
 
@@ -32,12 +38,6 @@ class NvmlError(CdiError):
     """No usable NVIDIA driver, or NVML failed while reading the inventory."""
 
 
-class _NvmlState:
-    lock = _thread.allocate_lock()   # the builtin lock: `import threading` costs ~5 ms on a hook's start
-    root: str | None = None          # the driver root NVML was loaded from in this process
-    library = None                   # its cdi.nvml_binding.NvmlLibrary, initialised
-
-
 def find_nvml_library(root: DriverRoot) -> str | None:
     """Host path of the root's libnvidia-ml.so.1, resolved inside the root; None if it has none."""
     for directory in LIBRARY_DIRS:
@@ -45,6 +45,12 @@ def find_nvml_library(root: DriverRoot) -> str | None:
         if resolved is not None:
             return root.host_path(resolved)
     return None
+
+
+class _NvmlState:
+    lock = _thread.allocate_lock()   # the builtin lock: `import threading` costs ~5 ms on a hook's start
+    root: str | None = None          # the driver root NVML was loaded from in this process
+    library = None                   # its cdi.nvml_binding.NvmlLibrary, initialised
 
 
 def _initialise(root: DriverRoot):
@@ -57,17 +63,21 @@ def _initialise(root: DriverRoot):
             return _NvmlState.library
         from cdi.nvml_binding import NvmlCallError, load_library
 
+        try:
+            path = find_nvml_library(root)
+        except DriverRootError as e:
+            raise NvmlError(e.what, e.where) from None
+        if path is not None:
+            check_library(path)
         if root.path == "/":
+            # the loader's search, as NVIDIA's tools do; the file the usual directories hold, which is
+            # what it finds with every distribution's driver packages, was checked above
             try:
                 library = load_library(NVML_SONAME)
             except NvmlCallError:
                 raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed",
                                 f"driver root {root.path}") from None
         else:
-            try:
-                path = find_nvml_library(root)
-            except DriverRootError as e:
-                raise NvmlError(e.what, e.where) from None
             if path is None:
                 raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root", root.path)
             try:
@@ -80,6 +90,28 @@ def _initialise(root: DriverRoot):
             raise NvmlError(f"NVML initialisation failed: {e}", f"driver root {root.path}") from None
         _NvmlState.root, _NvmlState.library = root.path, library
         return library
+
+
+def check_library(path: str) -> None:
+    """NvmlError unless path is a regular file holding a whole ELF shared object: opened with
+    O_NONBLOCK (a FIFO there would block dlopen forever), and every byte its headers promise present
+    (a truncated library is a SIGBUS inside dlopen or at the first call). ~0.05 ms."""
+    import stat
+
+    from cdi.elf import ElfError, check_loadable
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        raise NvmlError(f"cannot open the NVML library: {e.strerror}", path) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NvmlError("the NVML library is not a regular file", path)
+        check_loadable(fd, path)
+    except ElfError as e:
+        raise NvmlError(f"the NVML library is unusable: {e.what}", path) from None
+    finally:
+        os.close(fd)
 
 
 MIG_MINORS = "driver/nvidia-caps/mig-minors"     # under the driver's proc
@@ -135,8 +167,61 @@ def _cuda_version(value: int) -> str:
 
 
 def load_inventory(driver_root: DriverRoot | str | None = None) -> Inventory:
-    """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them."""
+    """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them.
+
+    The library file is checked before it is loaded (check_library), and loading and reading NVML run
+    under a watchdog (NVIDIA_CTK_NVML_TIMEOUT seconds, default 60): a driver whose nvmlInit or any other
+    call never returns (a wedged GPU, a library that hangs) ends the program with one error line
+    instead of hanging it and the container's start for good."""
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root or "/")
+    with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
+        return _read_inventory(root)
+
+
+def nvml_timeout(environ: dict | None = None) -> float:
+    """Seconds NVML gets to answer: $NVIDIA_CTK_NVML_TIMEOUT (a positive number), else 60."""
+    value = (os.environ if environ is None else environ).get(NVML_TIMEOUT_ENV, "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return DEFAULT_NVML_TIMEOUT
+    return seconds if 0 < seconds <= MAX_NVML_TIMEOUT else DEFAULT_NVML_TIMEOUT
+
+
+class _Watchdog:
+    """Ends the program with one error line (cdi.errors.report_fatal) when the block it guards has not
+    finished in `seconds`. A thread, because a call into the library that never returns cannot be
+    interrupted: a signal handler written in Python runs only once the call returns, and a child
+    process to read NVML in costs ~3 ms of every GPU container's start (docs/runtime-shim.md#speed)
+    where this costs ~0.1 ms. The thread waits on a lock; whoever takes `claim` first, the block
+    finishing or the watchdog firing, decides."""
+
+    def __init__(self, seconds: float, where: str):
+        self.seconds, self.where = seconds, where
+        self.finished, self.claim = _thread.allocate_lock(), _thread.allocate_lock()
+
+    def __enter__(self) -> _Watchdog:
+        self.finished.acquire()
+        _thread.start_new_thread(self._watch, ())
+        return self
+
+    def _watch(self) -> None:
+        if self.finished.acquire(timeout=self.seconds) or not self.claim.acquire(blocking=False):
+            return
+        from cdi.errors import report_fatal
+
+        report_fatal(NvmlError(f"NVML did not answer in {self.seconds:g} s (the driver hangs; "
+                               f"{NVML_TIMEOUT_ENV} sets the limit)", self.where))
+
+    def __exit__(self, *exc_info) -> None:
+        if not self.claim.acquire(blocking=False):   # the watchdog fired: wait here while it ends the process
+            stuck = _thread.allocate_lock()
+            stuck.acquire()
+            stuck.acquire()
+        self.finished.release()
+
+
+def _read_inventory(root: DriverRoot) -> Inventory:
     nvml = _initialise(root)
     from cdi.nvml_binding import NvmlCallError
 

@@ -126,7 +126,7 @@ class NvmlLibrary:
     def _call(self, name: str, *args) -> None:
         try:
             function = getattr(self._lib, name)
-        except AttributeError:
+        except (AttributeError, ffi.error):   # cffi's ABI mode says ffi.error: "symbol '...' not found"
             raise NvmlCallError(ERROR_FUNCTION_NOT_FOUND,
                                 f"{name}: {self.error_text(ERROR_FUNCTION_NOT_FOUND)}") from None
         code = function(*args)
@@ -137,9 +137,12 @@ class NvmlLibrary:
         """nvmlErrorString(code); a library without it gives a generic text."""
         try:
             text = self._lib.nvmlErrorString(code)
-        except AttributeError:
+        except (AttributeError, ffi.error):
             text = ffi.NULL
-        return ffi.string(text).decode(errors="replace") if text != ffi.NULL else f"NVML error {code}"
+        if text == ffi.NULL:   # nvml.h's words for the two codes a library without nvmlErrorString can give
+            return {ERROR_LIBRARY_NOT_FOUND: "Shared Library Not Found",
+                    ERROR_FUNCTION_NOT_FOUND: "Function Not Found"}.get(code, f"NVML error {code}")
+        return ffi.string(text).decode(errors="replace")
 
     def _out(self, name: str, ctype: str, *args):
         """Call `name` with a pointer to a new `ctype` after `args`; returns what the call wrote."""

@@ -17,6 +17,7 @@ gc.disable()  # a short-lived process that ends in exec: the cyclic collector on
 import os  # noqa: E402  (after gc.disable: the imports below are most of the start-up)
 import sys  # noqa: E402
 
+from cdi import errors  # noqa: E402
 from cdi.errors import CdiError, message_line  # noqa: E402
 from runtime_shim import runtime_cache  # noqa: E402
 from runtime_shim.errors import ShimError, append_line, runc_log_line  # noqa: E402
@@ -148,6 +149,7 @@ def main() -> int:
     # says where the debug log is.
     log.hold(program)
     sys.stderr = warning_stream()
+    errors.fatal_reporter = lambda error: report(program, error, args)   # a hung driver: runc's --log too
     if parse_runc_argv(args).prints_version:  # ours first, then the runtime's own (the launcher does the same)
         from cdi.version import version_line
 

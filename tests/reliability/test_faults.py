@@ -60,8 +60,7 @@ def break_nvml(root: Path, how: str, work: Path) -> None:
         raise ValueError(how)
 
 
-@pytest.mark.parametrize("how", ["not-elf", pytest.param("missing-symbol", marks=pytest.mark.xfail(
-    reason="issue 16.4: a library missing a symbol is a traceback in nvidia-ctk"))])
+@pytest.mark.parametrize("how", ["not-elf", "missing-symbol"])
 def test_broken_nvml_library(gpu_host, template, tmp_path, figures, how):
     """nvidia-ctk cdi generate and the shim in jit-cdi mode: one line; the spec file and config.json as
     they were. The legacy hook: the container does not start, the hook's error is one line."""

@@ -40,7 +40,7 @@ try:
 except NvmlError as e:
     print(e.what.split(':')[0], '|', e.where)
 """)
-    assert done.stdout.strip() == f"cannot load the NVML library | {lib_dir}/libnvidia-ml.so.1"
+    assert done.stdout.strip() == f"the NVML library is unusable | {lib_dir}/libnvidia-ml.so.1"
 
 
 def test_a_link_out_of_the_root_is_not_followed(tmp_path):
