@@ -29,6 +29,7 @@ import os
 import stat
 import sys
 
+from cdi.errors import message_line, what_where
 from simulator.driver_files import BIN_DIR, LIB64_DIR
 from simulator.host_builder import MARKER_NAME
 from simulator.host_spec import SimulatorError
@@ -139,6 +140,11 @@ def check_private_namespace() -> None:
                              "(run it through `nvidia-ctk simulate exec`)", "/proc/self/ns/mnt")
 
 
+def _error(text: str) -> None:
+    # the directory and the command are the caller's words: the one line builder escapes them
+    print(message_line("nvidia-ctk", "error", text), file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         print("usage: python -m simulator.namespace DIR -- CMD [ARGS...] (in a private mount namespace)",
@@ -150,7 +156,7 @@ def main(argv: list[str]) -> int:
         check_private_namespace()
         enter(root)
     except SimulatorError as e:
-        print(f"nvidia-ctk: error: {e.what} ({e.where})", file=sys.stderr)
+        _error(what_where(e.what, e.where))
         return 1
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = ":".join(p for p in (f"{root}/{LIB64_DIR}", env.get("LD_LIBRARY_PATH")) if p)
@@ -158,7 +164,7 @@ def main(argv: list[str]) -> int:
     try:
         os.execvpe(command[0], command, env)
     except OSError as e:
-        print(f"nvidia-ctk: error: cannot run {command[0]!r}: {e.strerror} (simulate exec)", file=sys.stderr)
+        _error(what_where(f"cannot run {command[0]!r}: {e.strerror}", "simulate exec"))
         return 127
 
 

@@ -83,3 +83,14 @@ def test_a_broken_config_only_matters_when_it_is_consulted(tmp_path):
     assert_one_line_error(ctk("info", env=env), str(config))
     # with an explicit root the config is not read: the error is about that root instead
     assert_one_line_error(ctk("info", "--driver-root", str(tmp_path), env=env), "libnvidia-ml.so.1 not found")
+
+
+def test_simulate_exec_names_an_odd_directory_on_one_line(tmp_path):
+    """simulator.namespace (what `simulate exec` runs under unshare) builds its lines with the one
+    line builder: a newline or an escape sequence in DIR stays visible and forges no second line."""
+    odd = tmp_path / "a\nnvidia-ctk: error: forged\x1b[2J"
+    odd.mkdir()
+    done = subprocess.run([sys.executable, "-m", "simulator.namespace", str(odd), "--", "true"],
+                          capture_output=True, text=True)
+    assert_one_line_error(done, "not a simulated host (no marker file)", repr(str(odd)))
+    assert "\x1b" not in done.stderr
