@@ -151,8 +151,17 @@ def cuda_compat_folder(root, host_driver_version: str, warn) -> str | None:
         reason = "more than one libcuda.so.<version>" if err == errno.ENOTUNIQ else os.strerror(err)
         warn(f"not using the CUDA compat libraries in {folder}: {reason}")
         return None
-    digits = host_driver_version.split(".", 1)[0]
-    return folder if digits.isdigit() and major > int(digits) else None
+    return folder if major > _major_of(host_driver_version) else None
+
+
+def _major_of(version: str) -> int:
+    """The leading ASCII digits of a driver version ("550.54.15": 550; none: 0), as nvidia-cdi-hook's
+    strtol reads them: both hooks decide the same for any value (str.isdigit() also takes "²" and
+    "٥", on which int() raised ValueError or read another number)."""
+    end = 0
+    while end < len(version) and "0" <= version[end] <= "9":
+        end += 1
+    return int(version[:end] or "0")
 
 
 def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigResult:

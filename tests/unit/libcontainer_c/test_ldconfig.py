@@ -230,3 +230,25 @@ def test_only_static_binaries_run(rootfs, tmp_path):
     shutil.copy("/sbin/ldconfig", tmp_path / "ldconfig.real")
     assert run_ldconfig(rootfs, ["/" + LIBDIR], ldconfig=str(script)).returncode == 0
     assert b"libgctprobe.so.1" in (rootfs / "etc/ld.so.cache").read_bytes()
+
+
+@pytest.mark.parametrize("host_version, compat_first", [
+    ("550.54.15", True), ("998", True), ("999.1", False), ("1000", False),
+    ("550abc", True),        # C's strtol reads 550: so does Python
+    ("5\u00b2", True),       # a superscript two is no digit of the version (int() raised ValueError)
+    ("99\u0669", True),      # nor is an Arabic-Indic nine (int() read 999 where C reads 99)
+    ("9" * 40, False),
+])
+def test_the_compat_folder_is_decided_as_nvidia_cdi_hook_decides(tmp_path, host_version, compat_first):
+    """hook.cdi_hook.update_ldcache (live injection) and nvidia-cdi-hook read the driver version's
+    major the same way: its leading ASCII digits."""
+    from libcontainer_c.ldconfig import cuda_compat_folder
+    from libcontainer_c.rootfs import Rootfs
+
+    compat = tmp_path / "usr/local/cuda/compat"
+    compat.mkdir(parents=True)
+    (compat / "libcuda.so.999.1.2").write_text("")
+    warnings = []
+    with Rootfs(str(tmp_path)) as root:
+        folder = cuda_compat_folder(root, host_version, warnings.append)
+    assert folder == ("/usr/local/cuda/compat" if compat_first else None) and warnings == []
