@@ -206,6 +206,29 @@ def config_from_document(table: dict, source: str) -> Config:
     return replace(config, source=source)
 
 
+def _read_config_file(path: str) -> tuple[bytes, os.stat_result]:
+    """At most MAX_CONFIG_BYTES + 1 bytes of a regular file and its fstat taken after the read (the
+    identity of exactly what was read: cdi.config_cache). Opened with O_NONBLOCK: a FIFO put there must
+    not hang every program; a directory or a device is refused as a FIFO is (EINVAL's words)."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks), os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
 def load_config(path: str | os.PathLike | None = None, environ: dict | None = None,
                 use_cache: bool = False) -> Config:
     """The configuration from path (default: the path rules above); defaults when the file is missing.
@@ -213,9 +236,7 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
     prestart hook)."""
     path = os.fsdecode(path) if path is not None else config_path(environ)
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-            st = os.fstat(f.fileno())   # the identity of exactly what was read
+        data, st = _read_config_file(path)
     except FileNotFoundError:
         return Config()
     except OSError as exc:
@@ -229,7 +250,10 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
         cache_dir = config_cache.cache_dir_for(path, config_path({}), environ)
         document = config_cache.read_document(cache_dir, path, st) if cache_dir else None
         if document is not None:
-            return config_from_document(document, path)
+            try:
+                return config_from_document(document, path)
+            except ConfigError:   # a kept document that fails its checks: the file itself decides
+                pass
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -117,10 +117,22 @@ def test_documents_json_cannot_hold_and_bad_configs_are_not_kept(tmp_path):
 
 
 def test_the_kept_document_still_goes_through_every_check(setup, monkeypatch):
+    """A kept document that fails the checks is not used: the file is read again and decides (it failed
+    every start before: a bad cache costs speed, never a start)."""
     path, cache, env = setup
-    load_config(path, environ=env, use_cache=True)
+    expected = load_config(path, environ=env, use_cache=True)
     kept = kept_file(cache)
     document = json.loads(kept.read_text())
     kept.write_text(json.dumps(dict(document, document={"disable-require": "yes"})))
+    assert load_config(path, environ=env, use_cache=True) == expected
+    path.write_text('disable-require = "yes"\n')   # the file itself still fails them
     with pytest.raises(ConfigError, match="disable-require must be a boolean"):
         load_config(path, environ=env, use_cache=True)
+
+
+def test_a_fifo_or_a_directory_as_config_toml_is_one_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        with pytest.raises(ConfigError, match="cannot read config: not a regular file"):
+            load_config(path)
