@@ -12,9 +12,9 @@
  *   - picks the program by its own file name (readlink /proc/self/exe), never by argv[0], which the
  *     caller controls.
  * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly, and so
- * does `nvidia-ctk hook ...` (NVIDIA's older specs run their hooks through nvidia-ctk): it is
- * nvidia-cdi-hook, and an image's environment, which runc hands to a hook without `env`, never
- * reaches an interpreter. Every other nvidia-ctk command is the admin's: Python gets the caller's
+ * does `nvidia-ctk [--debug|-d|--quiet|-q] hook ...` (NVIDIA's older specs run their hooks through
+ * nvidia-ctk): it is nvidia-cdi-hook, and an image's environment, which runc hands to a hook without
+ * `env`, never reaches an interpreter. Every other nvidia-ctk command is the admin's: Python gets the caller's
  * environment (`-I` still ignores PYTHON* variables and the user site).
  *
  * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_CODE,
@@ -59,7 +59,7 @@ struct program {
     const char *name;   /* installed file name */
     const char *target; /* "package.module:function" run with sys.argv = [name, args...]; NULL: native */
     int (*native_main)(int argc, char **argv); /* a C program run right here */
-    const char *native_command; /* with a target: argv[1] naming this runs native_main(argc - 1, argv + 1) */
+    const char *native_command; /* with a target: the command (after global flags) that runs native_main */
     int keeps_environment;      /* the caller's environment for Python, not the allowlist */
 };
 
@@ -169,6 +169,30 @@ static const char *installed_interpreter(const char *self, char *buf, size_t siz
     return buf + 2;
 }
 
+/* The global flags nvidia-ctk (NVIDIA's and nvidia-cdi-hook alike) takes before its command: a spec's
+ * `nvidia-ctk --debug hook ...` is the hook as much as `nvidia-ctk hook ...`, and runs without Python
+ * too, so an image's environment (LD_PRELOAD, for the interpreter's loader) never meets an interpreter. */
+static const char *const native_global_flags[] = {"--debug", "-d", "--quiet", "-q", NULL};
+
+static int is_native_global_flag(const char *arg)
+{
+    for (int i = 0; native_global_flags[i]; i++)
+        if (strcmp(arg, native_global_flags[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Where program's native command is in argv (after the global flags), or 0 when it is not there. */
+static int native_command_index(const struct program *program, int argc, char **argv)
+{
+    int i = 1;
+    if (!program->native_command)
+        return 0;
+    while (i < argc && is_native_global_flag(argv[i]))
+        i++;
+    return i < argc && strcmp(argv[i], program->native_command) == 0 ? i : 0;
+}
+
 static const struct program *find_program(const char *name)
 {
     for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
@@ -192,8 +216,9 @@ int main(int argc, char **argv, char **envp)
      * sandboxed ldconfig) gets an empty one. */
     if (program->native_main && !program->target)
         return program->native_main(argc, argv);
-    if (program->native_command && argc > 1 && strcmp(argv[1], program->native_command) == 0)
-        return program->native_main(argc - 1, argv + 1);
+    int command = native_command_index(program, argc, argv);
+    if (command > 0)   /* the flags before it only set verbosity: the native program gets argv from it on */
+        return program->native_main(argc - command, argv + command);
     char **env = program->keeps_environment ? envp : clean_environment(envp);
     if (!env)
         die(name, "out of memory");

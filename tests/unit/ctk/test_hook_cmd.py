@@ -74,3 +74,22 @@ def test_run_as_a_module_it_hands_over_to_the_nvidia_cdi_hook_beside_it(tmp_path
                           input=json.dumps(state), capture_output=True, text=True, cwd=REPO, timeout=60)
     assert (done.returncode, done.stderr) == (0, "")
     assert os.readlink(rootfs / "made") == "t"
+
+
+@pytest.mark.parametrize("flags", [["--debug"], ["-d"], ["--quiet"], ["-q"], ["--debug", "-q"]])
+def test_global_flags_before_hook_still_start_no_interpreter(tmp_path, flags):
+    """`nvidia-ctk --debug hook ...` (NVIDIA's nvidia-ctk takes global flags before its command) is the
+    hook too: it took the admin CLI's way, Python with the caller's environment, which for a hook
+    without `env` is the image's (LD_PRELOAD for the interpreter's loader, cwd in the rootfs)."""
+    bindir = tmp_path / "bin"
+    install_launchers.install(bindir, "/nonexistent/python3")   # Python, if started, fails loudly
+    state, rootfs = bundle_with_rootfs(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": "evil/x.so", "PYTHONPATH": "evil"}
+    done = run(bindir / "nvidia-ctk", [*flags, "hook", "create-symlinks", "--link", "t::/made"], state, cwd=rootfs,
+               env=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert os.readlink(rootfs / "made") == "t"
+    # a flag that is no global flag of the hook's, or a command before `hook`, is still the CLI's
+    for args in (["--config", "x", "hook"], ["cdi", "hook"]):
+        other = subprocess.run([str(bindir / "nvidia-ctk"), *args], capture_output=True, text=True, timeout=30)
+        assert other.returncode == 127 and "cannot execute /nonexistent/python3" in other.stderr
