@@ -276,6 +276,9 @@ int main(int argc, char **argv, char **envp)
         args[k++] = argv[i];
     args[k] = NULL;
     execve(python, args, env);
-    fprintf(stderr, "%s: error: cannot execute %s (%s)\n", name, python, strerror(errno));
+    const char *reason = strerror(errno);
+    char *shown_name = hook_printable(name), *shown_python = hook_printable(python);   /* one printable line */
+    fprintf(stderr, "%s: error: cannot execute %s (%s)\n", shown_name ? shown_name : "gct-launcher",
+            shown_python ? shown_python : "the interpreter", reason);
     return 127;
 }

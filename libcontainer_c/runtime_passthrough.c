@@ -310,7 +310,10 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
     }
     execve(runtime, args, envp);
     if (prints_version) { /* printed already: Python must not print it again */
-        fprintf(stderr, "%s: error: cannot execute the low-level runtime: %s (%s)\n", name, strerror(errno), runtime);
+        const char *reason = strerror(errno);
+        char *shown = hook_printable(runtime);   /* the configured path: one printable line whatever it holds */
+        fprintf(stderr, "%s: error: cannot execute the low-level runtime: %s (%s)\n", name, reason,
+                shown ? shown : "?");
         exit(1);
     }
     free(args); /* not executable any more: Python finds out why and says so */

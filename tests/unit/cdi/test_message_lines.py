@@ -168,3 +168,17 @@ def test_nvidia_ctk_cdi_commands_escape_spec_file_names(tmp_path):
     for line in result.stderr.splitlines(keepends=True):
         assert line.endswith("\n") and line[:-1].isprintable(), line
         assert line.startswith("nvidia-ctk: warning: skipping invalid spec: $"), line
+
+
+@needs_launchers
+def test_the_launcher_quotes_its_own_file_name(tmp_path):
+    """The launcher picks its program by its own file name; a copy under a name it does not know says
+    so in one line, whatever the name holds."""
+    import shutil
+
+    copy = tmp_path / ("x" + FORGED.replace("/", "_"))
+    shutil.copy(BIN / "gct-launcher-probe", copy)
+    result = subprocess.run([str(copy)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 127
+    line = assert_one_printable_line(result.stderr, "x\\nnvidia-ctk: error: forged\\x1b[2J")
+    assert "this launcher does not know a program of that name" in line
