@@ -14,6 +14,7 @@ import pytest
 from cdi.registry import Registry
 from cdi.spec_cache import ValidatedSpecCache
 from cdi.validate import check_spec_file
+from tests.support.json_mutation import member_paths, random_value, replace_or_remove
 
 FULL = {
     "cdiVersion": "0.7.0",
@@ -99,41 +100,15 @@ SCALARS = [None, True, 5, -1, 2 ** 70, 1.5, "", "x", "/dev/x", "0", "A=1", "a.co
 KEYS = ["name", "path", "env", "devices", "containerEdits", "hostPath", "z"]
 
 
-def random_value(rng: random.Random, depth: int = 0) -> object:
-    choice = rng.randrange(3 if depth < 3 else 1)
-    if choice == 0:
-        return rng.choice(SCALARS)
-    if choice == 1:
-        return [random_value(rng, depth + 1) for _ in range(rng.randrange(3))]
-    return {rng.choice(KEYS): random_value(rng, depth + 1) for _ in range(rng.randrange(3))}
-
-
-def nodes(value: object, path: tuple = ()) -> list[tuple]:
-    found = [path]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found += nodes(v, path + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found += nodes(v, path + (i,))
-    return found
-
-
 def mutated(rng: random.Random) -> object:
     document = copy.deepcopy(FULL)
     for _ in range(rng.randrange(1, 4)):
-        every = nodes(document)
+        every = member_paths(document)
         # half the time a member near the top, where one wrong type changes the most
         path = rng.choice([p for p in every if len(p) <= 3] if rng.random() < 0.5 else every)
         if not path:
-            return random_value(rng)
-        parent = document
-        for step in path[:-1]:
-            parent = parent[step]
-        if isinstance(parent, dict) and rng.random() < 0.2:
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = random_value(rng)
+            return random_value(rng, SCALARS, KEYS)
+        replace_or_remove(document, path, rng, SCALARS, KEYS)
     return document
 
 

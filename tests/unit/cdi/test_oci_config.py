@@ -21,6 +21,7 @@ from cdi.oci_config import MAX_DEPTH, OciConfigError, check_config_json
 from cdi.request import resolve_device_request
 from cdi.spec import ContainerEdits, DeviceNode, Hook, IntelRdt, Mount, NetDevice
 from runtime_shim.modes import apply_legacy, drop_legacy_hooks
+from tests.support.json_mutation import member_paths, replace_or_remove
 
 BIN = Path(sys.executable).parent
 
@@ -123,40 +124,13 @@ SCALARS = [None, True, 0, 7, -1, 2 ** 70, 1.5, "", "x", "/dev/x", "A=1", "\ud800
 KEYS = ["path", "env", "destination", "source", "args", "uid", "devices", "prestart", "z"]
 
 
-def random_value(rng: random.Random, depth: int = 0) -> object:
-    choice = rng.randrange(3 if depth < 3 else 1)
-    if choice == 0:
-        return rng.choice(SCALARS)
-    if choice == 1:
-        return [random_value(rng, depth + 1) for _ in range(rng.randrange(3))]
-    return {rng.choice(KEYS): random_value(rng, depth + 1) for _ in range(rng.randrange(3))}
-
-
-def paths(value: object, path: tuple = ()) -> list[tuple]:
-    found = [path]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found += paths(v, path + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found += paths(v, path + (i,))
-    return found
-
-
 def test_random_shapes_are_used_or_refused_in_one_line():
     rng = random.Random(16_5)
     refused = 0
     for _ in range(2000):
         document = copy.deepcopy(FULL)
         for _ in range(rng.randrange(1, 4)):
-            path = rng.choice(paths(document)[1:])
-            parent = document
-            for step in path[:-1]:
-                parent = parent[step]
-            if isinstance(parent, dict) and rng.random() < 0.2:
-                del parent[path[-1]]
-            else:
-                parent[path[-1]] = random_value(rng)
+            replace_or_remove(document, rng.choice(member_paths(document)[1:]), rng, SCALARS, KEYS)
         try:
             use(document)
         except CdiError as exc:
