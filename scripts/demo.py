@@ -26,8 +26,10 @@ def main() -> int:
     step("a CDI spec for it (one createContainer hook: nvidia-cdi-hook)", str(BIN / "nvidia-ctk"), "cdi", "generate",
          "--driver-root", str(SIMULATED_HOST), "--output", str(spec_dir / "nvidia.yaml"))
     step("the device names it gives containers", str(BIN / "nvidia-ctk"), "cdi", "list", "--spec-dir", str(spec_dir))
-    run_through_shim(spec_dir, "GPU 1", "NVIDIA_VISIBLE_DEVICES=1")
+    # GPU 1 is in MIG mode: the spec has its MIG devices, not the whole GPU (as NVIDIA's specs)
+    run_through_shim(spec_dir, "GPU 0", "NVIDIA_VISIBLE_DEVICES=0")
     run_through_shim(spec_dir, "MIG device 1:1 (1g.5gb)", "NVIDIA_VISIBLE_DEVICES=1:1")
+    run_through_shim(spec_dir, "all (GPU 0 and GPU 1's two MIG devices)", "NVIDIA_VISIBLE_DEVICES=all")
     return 0
 
 
