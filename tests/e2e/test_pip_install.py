@@ -57,7 +57,9 @@ def test_pip_install_puts_every_program_on_path(installed, tmp_path):
     for name in WHEEL_PROGRAMS:
         assert (bindir / name).read_bytes()[:4] == b"\x7fELF", name
     assert (bindir / INTERPRETER_FILE).read_text().splitlines()[0] == f"#!{venv}/bin/python"
-    path = {**env, "PATH": f"{bindir}:{env['PATH']}"}
+    # the runtime's create below would keep its runtime cache in the machine's /run and read /etc's config
+    path = {**env, "PATH": f"{bindir}:{env['PATH']}", "NVIDIA_CTK_CACHE_DIR": str(tmp_path / "cache"),
+            "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "no-config.toml")}
     for program in WHEEL_PROGRAMS:   # Python's and C's (the version baked in at the wheel's build) alike
         first = sh([program, "--version"], path).stdout.splitlines()[0]
         assert first == f"{program} (gpu-container-toolkit) 0.1.0", first
