@@ -12,7 +12,8 @@ import pytest
 import cdi.validate
 from cdi.registry import Registry, cache_path_in, default_cache_path
 from cdi.spec_cache import ValidatedSpecCache
-from tests.unit.runtime_shim.shim_env import install_shim, make_bundle, make_shim_env, minimal_spec
+from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
+    bindir, make_bundle, make_shim_env, minimal_spec)
 
 
 def write_spec(path, kind="vendor.example/cls", name="dev0"):
@@ -186,13 +187,6 @@ def test_cache_paths():
     assert cache_path_in({"NVIDIA_CTK_CDI_CACHE_FILE": "/c/v.json"}, "/run/x") == "/c/v.json"
     assert cache_path_in({"NVIDIA_CTK_CDI_CACHE_FILE": ""}, "/run/x") is None
     assert cache_path_in({}, "relative") is None and cache_path_in({}, None) is None
-
-
-@pytest.fixture(scope="module")
-def bindir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bin")
-    install_shim(path)
-    return path
 
 
 @pytest.fixture

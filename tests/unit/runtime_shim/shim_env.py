@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from libcontainer_c import install_launchers
 
 FAKE_RUNTIME = """#!/bin/sh
@@ -81,6 +83,14 @@ class ShimEnv:
     def python_ran(self) -> bool:
         """The Python side logs every call it handles; the C passthrough logs another line."""
         return self.debug_log.exists() and "low-level runtime" in self.debug_log.read_text()
+
+
+@pytest.fixture(scope="module")
+def bindir(tmp_path_factory) -> Path:
+    """A bin dir with the shim's launchers (and a fake runc), shared by a test module."""
+    path = tmp_path_factory.mktemp("bin")
+    install_shim(path)
+    return path
 
 
 def make_shim_env(root: Path, bindir: Path, exit_code: int = 0) -> ShimEnv:

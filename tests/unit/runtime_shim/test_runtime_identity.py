@@ -14,14 +14,8 @@ import pytest
 
 from libcontainer_c import install_launchers
 from runtime_shim import executable, runtime_cache
-from tests.unit.runtime_shim.shim_env import install_shim, make_bundle, make_shim_env, minimal_spec
-
-
-@pytest.fixture(scope="module")
-def bindir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bin")
-    install_shim(path)
-    return path
+from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
+    bindir, make_bundle, make_shim_env, minimal_spec)
 
 
 @pytest.fixture

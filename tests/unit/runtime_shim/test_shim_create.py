@@ -9,18 +9,12 @@ import os
 import pytest
 
 from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec, write_spec
-from tests.unit.runtime_shim.shim_env import install_shim, make_bundle, make_shim_env, minimal_spec
+from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
+    bindir, make_bundle, make_shim_env, minimal_spec)
 
 KIND = "nvidia.com/gpu"
 DOCKER_HOOK = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"],
                "env": ["PATH=/usr/bin"]}
-
-
-@pytest.fixture(scope="module")
-def bindir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bin")
-    install_shim(path)
-    return path
 
 
 @pytest.fixture
