@@ -61,9 +61,6 @@ DRIVER_PARAMS = "/proc/driver/nvidia/params"
 # set it too).
 LIBCUDA_DIR_ENV = "NVIDIA_CTK_LIBCUDA_DIR"
 LIBCUDA_SONAME = "libcuda.so.1"
-# Our nvidia-cdi-hook (C, in the static launcher) holds its usage text: how a spec's hook path is told
-# from NVIDIA's program, whose argv differs (hook_flavour_of).
-OUR_HOOK_MARKER = b"nvidia-cdi-hook: everything a CDI spec asks at createContainer time"
 OURS, NVIDIAS = "ours", "nvidia"
 
 VISIBLE_DEVICES_VOID = "NVIDIA_VISIBLE_DEVICES=void"
@@ -120,23 +117,18 @@ def default_hook_path(argv0: str | None = None) -> str:
 
 
 def hook_flavour_of(path: str) -> str:
-    """OURS when the file at path is our nvidia-cdi-hook or nvidia-ctk (copies of the one launcher,
-    which holds the hook's usage text), or cannot be opened (a spec may be written before the package
-    is installed); NVIDIAS when it is another program (NVIDIA's nvidia-cdi-hook or nvidia-ctk, or
-    anything but a regular file), whose subcommands take one entry each."""
-    import mmap
+    """OURS when the file at path is one of our launchers (nvidia-cdi-hook or nvidia-ctk: the launcher
+    note, cdi.launcher_identity) or cannot be opened (a spec may be written before the package is
+    installed); NVIDIAS when it is another program (NVIDIA's nvidia-cdi-hook or nvidia-ctk, or anything
+    but a regular file), whose subcommands take one entry each."""
+    from cdi.launcher_identity import is_launcher_fd
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO there must not hang us
     except OSError:
         return OURS
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size == 0:
-            return NVIDIAS
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-            return OURS if data.find(OUR_HOOK_MARKER) >= 0 else NVIDIAS
-    except (OSError, ValueError):
-        return NVIDIAS
+        return OURS if is_launcher_fd(fd) else NVIDIAS
     finally:
         os.close(fd)
 
