@@ -2,7 +2,7 @@
  * folder first when its libraries are for a newer driver major than the host's), then the driver's
  * params (params.c), last because it is the one step that mounts. Everything inside the rootfs goes
  * through libcontainer_c/src: paths resolved by the kernel inside the root (gct_resolve), links made
- * under a temporary name and renamed (gct_symlink), the ld.so.conf.d drop-in written without
+ * (or left, when already right) by gct_symlink, the ld.so.conf.d drop-in written without
  * following anything the image put there (gct_write_ld_so_conf), the compat folder read inside the
  * root (gct_cuda_compat_major). */
 #include <errno.h>

@@ -56,8 +56,9 @@ const char *gct_cuda_compat_dir(void);
 /* propagation.c: 1 when fd lies on a shared mount (peer group) that is not rootfd's mount, else 0 */
 int gct_on_shared_mount(int fd, int rootfd);
 
-/* symlinks.c: linkpath -> target, made under a temporary name and renamed into place; replaces an
- * existing symlink; EISDIR for a directory, EEXIST for any other existing entry */
+/* symlinks.c: linkpath -> target; an existing symlink with exactly that text is left, one with another
+ * text is replaced (a link made under a temporary name, renamed into place); EISDIR for a directory,
+ * EEXIST for any other existing entry */
 int gct_symlink(int rootfd, const char *target, const char *linkpath);
 
 /* placeholder.c: a new regular file (O_EXCL, last component not followed) holding data */

@@ -1,10 +1,13 @@
-/* Symlinks inside a root, made in the resolved parent directory. An existing symlink is replaced
- * atomically: the new link is made under a temporary name and renamed over it. A directory or any
- * other non-symlink at the final name is left alone. */
+/* Symlinks inside a root, made in the resolved parent directory. An existing symlink whose text is
+ * already the target is left as it is (a restarted container reuses its rootfs: remaking every link
+ * costs a create and a rename each); one with another text is replaced atomically: the new link is
+ * made under a temporary name and renamed over it. A directory or any other non-symlink at the final
+ * name is left alone. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +27,20 @@ static int check_replaceable(int parent, const char *name)
         return 0;
     errno = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
     return -1;
+}
+
+/* 1 when name in parent is a symlink whose text is target byte for byte, 0 when it is anything
+ * else (another text, not a symlink, gone), -1 on an error. The link is read, never followed: only
+ * its text counts, not what it leads to. */
+static int is_same_link(int parent, const char *name, const char *target)
+{
+    char text[PATH_MAX];
+    size_t len = strlen(target);
+    ssize_t n = readlinkat(parent, name, text, sizeof(text));
+
+    if (n < 0)
+        return errno == EINVAL || errno == ENOENT ? 0 : -1;
+    return (size_t)n == len && memcmp(text, target, len) == 0;
 }
 
 /* symlinkat under a fresh temporary name (an image may already hold an entry of that name). */
@@ -60,6 +77,11 @@ int gct_symlink(int rootfd, const char *target, const char *linkpath)
     rc = symlinkat(target, parent, name);
     if (rc == 0 || errno != EEXIST)
         goto out;
+    rc = is_same_link(parent, name, target);
+    if (rc != 0) {   /* 1: already right, nothing to do; -1: an error */
+        rc = rc > 0 ? 0 : -1;
+        goto out;
+    }
     rc = -1;
     if (check_replaceable(parent, name) < 0)
         goto out;

@@ -273,6 +273,26 @@ def test_what_the_image_has_at_a_link_is_kept_with_a_warning(bundle, kind):
 
 
 @needs_root
+def test_a_restart_keeps_the_links_it_finds_right_and_fixes_the_others(bundle):
+    """A restarted container reuses its rootfs: links already right stay (same inode, no warning);
+    one the image changed meanwhile is made right again."""
+    lib = bundle / "rootfs/opt/vendor/lib"
+    args = ["create-symlinks", "--link", "libgctcdi.so.550.54.15::/opt/vendor/lib/libgctcdi.so.1",
+            "--link", "libgctcdi.so.1::/opt/vendor/lib/libgctcdi.so"]
+    assert run_hook(args, {"bundle": str(bundle)}).returncode == 0
+    kept = os.lstat(lib / "libgctcdi.so.1")
+    os.unlink(lib / "libgctcdi.so")
+    os.symlink("libgctcdi.so.550.54.15", lib / "libgctcdi.so")
+    changed = os.lstat(lib / "libgctcdi.so")
+    result = run_hook(args, {"bundle": str(bundle)})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert os.lstat(lib / "libgctcdi.so.1").st_ino == kept.st_ino
+    assert os.readlink(lib / "libgctcdi.so") == "libgctcdi.so.1"
+    assert os.lstat(lib / "libgctcdi.so").st_ino != changed.st_ino
+    assert sorted(p.name for p in lib.iterdir()) == ["libgctcdi.so", "libgctcdi.so.1", "libgctcdi.so.550.54.15"]
+
+
+@needs_root
 def test_a_failing_ldconfig_is_one_line(bundle):
     result = run_hook(["update-ldcache", "--ldconfig-path", "@/nonexistent/ldconfig"], {"bundle": str(bundle)})
     assert result.returncode == 1

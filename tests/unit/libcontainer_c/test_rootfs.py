@@ -109,6 +109,31 @@ def test_symlink_create_and_replace(root):
     assert os.listdir(root.path / "usr/lib") == ["libcuda.so"]  # no temporary name left
 
 
+def test_a_link_that_is_already_right_is_left_as_it_is(root):
+    """A restarted container reuses its rootfs: the link it has is not remade (same inode), whatever
+    its text leads to (it is compared, never followed)."""
+    os.makedirs(root.path / "usr/lib/libcuda.so.1")   # a directory behind the link: not followed
+    root.symlink("libcuda.so.1", "/usr/lib/libcuda.so")
+    before = os.lstat(root.path / "usr/lib/libcuda.so")
+    root.symlink("libcuda.so.1", "/usr/lib/libcuda.so")
+    after = os.lstat(root.path / "usr/lib/libcuda.so")
+    assert (after.st_ino, after.st_ctime_ns) == (before.st_ino, before.st_ctime_ns)
+    assert os.readlink(root.path / "usr/lib/libcuda.so") == "libcuda.so.1"
+
+
+@pytest.mark.parametrize("existing", ["libcuda.so.1/", "libcuda.so.10", "libcuda.so.", "/usr/lib/libcuda.so.1",
+                                      "./libcuda.so.1"])
+def test_a_link_with_another_text_is_replaced(root, existing):
+    """Byte for byte: a link leading to the same file by another text is replaced too."""
+    os.makedirs(root.path / "usr/lib")
+    os.symlink(existing, root.path / "usr/lib/libcuda.so")
+    before = os.lstat(root.path / "usr/lib/libcuda.so")
+    root.symlink("libcuda.so.1", "/usr/lib/libcuda.so")
+    assert os.readlink(root.path / "usr/lib/libcuda.so") == "libcuda.so.1"
+    assert os.lstat(root.path / "usr/lib/libcuda.so").st_ino != before.st_ino
+    assert os.listdir(root.path / "usr/lib") == ["libcuda.so"]
+
+
 def test_symlink_refuses_to_replace_dir_or_file(root):
     (root.path / "dir").mkdir()
     (root.path / "file").write_text("keep")
