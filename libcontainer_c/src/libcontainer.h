@@ -179,7 +179,7 @@ enum {
  * /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so that an ldconfig the container runs later keeps
  * them. The directory is resolved (and made) inside the root; the file is written under a fresh
  * name there (O_EXCL, mode 0644) and renamed into place: nothing the image put there is written
- * through. */
+ * through. A drop-in already as writing it would leave it is left alone. */
 int gct_write_ld_so_conf(int rootfd, const char *const *folders, unsigned long nfolders);
 /* the file's path in the container, for messages */
 const char *gct_ld_so_conf_path(void);

@@ -132,6 +132,42 @@ def test_it_lists_the_folders_readable_by_all_whatever_the_umask(root, tmp_path)
     assert conf.read_text().splitlines()[1:] == ["/l"]
 
 
+def test_a_drop_in_that_already_says_it_is_left_as_it_is(root, tmp_path):
+    """A restarted container reuses its rootfs: the same folders leave the file alone (same inode)."""
+    write_ld_so_conf(root, ["/usr/lib/x86_64-linux-gnu", "/opt/v/lib"])
+    conf = drop_in(tmp_path)
+    before = os.stat(conf)
+    write_ld_so_conf(root, ["/usr/lib/x86_64-linux-gnu", "/opt/v/lib"])
+    assert (os.stat(conf).st_ino, os.stat(conf).st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    write_ld_so_conf(root, ["/opt/v/lib", "/usr/lib/x86_64-linux-gnu"])   # another order: written again
+    assert os.stat(conf).st_ino != before.st_ino
+    assert conf.read_text().splitlines()[1:] == ["/opt/v/lib", "/usr/lib/x86_64-linux-gnu"]
+
+
+@pytest.mark.parametrize("how", ["mode", "owner", "hardlink", "longer", "shorter"])
+def test_the_same_text_in_another_kind_of_file_is_written_again(root, tmp_path, how):
+    """Only a file exactly as writing it would leave it is kept: another mode or owner, a second
+    link (say to a host file), a text that only starts or ends the same is replaced."""
+    write_ld_so_conf(root, ["/l"])
+    conf = drop_in(tmp_path)
+    text = conf.read_text()
+    other = tmp_path / "other"
+    if how == "mode":
+        conf.chmod(0o600)
+    elif how == "owner":
+        os.chown(conf, 1000, 1000)
+    elif how == "hardlink":
+        os.link(conf, other)
+    else:
+        conf.write_text(text + "/m\n" if how == "longer" else text[:-1])
+    before = os.stat(conf)
+    write_ld_so_conf(root, ["/l"])
+    after = os.stat(conf)
+    assert after.st_ino != before.st_ino
+    assert conf.read_text() == text
+    assert (after.st_mode & 0o7777, after.st_uid, after.st_nlink) == (0o644, os.geteuid(), 1)
+
+
 @pytest.mark.parametrize("how", ["symlink", "hardlink", "fifo"])
 def test_what_the_image_put_there_is_replaced_never_written_through(root, tmp_path, how):
     victim = tmp_path / "victim"
