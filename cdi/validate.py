@@ -1,7 +1,9 @@
 """Validation of CDI specs against our strict schema (cdi/schema.json), the one authority on valid CDI.
 
-jsonschema is imported on first use only: the container start path normally finds a spec in the
-registry's cache of already validated files (cdi.registry) and never gets here. Besides the schema,
+jsonschema is imported on first use only, for a document that cdi.schema_check (a compiled form of the
+same file, which only says valid or not) does not pass: a valid spec, such as the one `cdi generate`
+writes, is checked without it. The container start path normally finds a spec in the registry's cache
+of already validated files (cdi.registry) and does not even get here. Besides the schema,
 two rules a JSON Schema cannot express are checked here: device names are unique within a spec, and
 `cdiVersion` is at least the version the content needs (cdi.spec_version).
 
@@ -23,6 +25,7 @@ MAX_SPEC_BYTES = 16 * 1024 * 1024
 MAX_PROBLEMS_PER_FILE = 50
 
 _validator = None
+_is_valid = None  # cdi.schema_check's compiled form of the same file: a fast "no problem" verdict
 
 
 class Problem(Record, frozen=True):  # a Record, not a dataclass: imported on the create path
@@ -49,6 +52,17 @@ def schema_key() -> str:
     cache: the schema's own text (a few KiB), compared whole. Exact, and it needs no hash function:
     importing hashlib would cost the create path ~3 ms."""
     return schema_bytes().decode("utf-8")
+
+
+def _schema_says_valid(document: object) -> bool:
+    """True only if jsonschema would find no problem; False: ask jsonschema (which names them)."""
+    global _is_valid
+    if _is_valid is None:
+        from cdi import json_codec
+        from cdi.schema_check import compile_schema
+
+        _is_valid = compile_schema(json_codec.loads(schema_bytes())) or (lambda document: False)
+    return _is_valid(document)
 
 
 def _get_validator():
@@ -123,10 +137,13 @@ def _semantic_problems(document: dict, file: str) -> list[Problem]:
 
 
 def validate_document(document: object, file: str, raise_first: bool = False) -> list[Problem]:
-    """Every problem of a parsed spec document; with raise_first, a SpecError for the first one."""
-    errors = sorted(_get_validator().iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)),
-                                                                          e.validator))
-    problems = [Problem(file, e.json_path, str(e.validator), _message(e)) for e in errors]
+    """Every problem of a parsed spec document; with raise_first, a SpecError for the first one.
+    jsonschema is imported only for a document the compiled schema does not pass."""
+    problems = []
+    if not _schema_says_valid(document):
+        errors = sorted(_get_validator().iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)),
+                                                                              e.validator))
+        problems = [Problem(file, e.json_path, str(e.validator), _message(e)) for e in errors]
     if isinstance(document, dict):
         problems += _semantic_problems(document, file)
     problems = problems[:MAX_PROBLEMS_PER_FILE]
