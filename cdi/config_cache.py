@@ -53,7 +53,7 @@ def identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _fnv1a64(text: str) -> int:
+def fnv1a64(text: str) -> int:
     value = 0xCBF29CE484222325
     for byte in os.fsencode(text):
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
@@ -61,7 +61,7 @@ def _fnv1a64(text: str) -> int:
 
 
 def _file_name(config_path: str) -> str:
-    return f"config-{_fnv1a64(config_path):016x}.json"
+    return f"config-{fnv1a64(config_path):016x}.json"
 
 
 def _ours(st: os.stat_result) -> bool:
@@ -83,25 +83,37 @@ def _open_dir(directory: str) -> int | None:
     return None
 
 
-def read_document(directory: str, config_path: str, config_stat: os.stat_result) -> dict | None:
-    """The kept document of the config file described by config_stat; None when there is no
-    trustworthy, matching one. Read by cdi.json_codec: json.loads' values without importing json and
-    re at every container start."""
+def read_trusted_file(directory: str, name: str, max_bytes: int) -> bytes | None:
+    """The content of directory/name when both are trustworthy (owned by our euid, writable by no one
+    else, the file regular, not a link, at most max_bytes); else None. Shared by every cache we keep
+    (this one, cdi.driver_files_cache): one set of trust rules."""
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return None
     try:
-        fd = os.open(_file_name(config_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dir_fd)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_size > MAX_CACHE_BYTES:
+            if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_size > max_bytes:
                 return None
-            kept = json_codec.loads(f.read(MAX_CACHE_BYTES + 1))
-    except (OSError, ValueError, RecursionError):
+            return f.read(max_bytes + 1)
+    except OSError:
         return None
     finally:
         os.close(dir_fd)
+
+
+def read_document(directory: str, config_path: str, config_stat: os.stat_result) -> dict | None:
+    """The kept document of the config file described by config_stat; None when there is no
+    trustworthy, matching one. Read by cdi.json_codec: json.loads' values without importing json and
+    re at every container start."""
+    data = read_trusted_file(directory, _file_name(config_path), MAX_CACHE_BYTES)
+    if data is None:
+        return None
+    try:
+        kept = json_codec.loads(data)
+    except (ValueError, RecursionError):
+        return None
     if (not isinstance(kept, dict) or kept.get("magic") != MAGIC or kept.get("config") != config_path
             or kept.get("identity") != identity(config_stat) or not isinstance(kept.get("document"), dict)):
         return None
@@ -115,13 +127,21 @@ def write_document(directory: str, config_path: str, config_stat: os.stat_result
     identity; one made later than that always shows in the ctime."""
     if time.time_ns() - config_stat.st_ctime_ns < RECENT_NS:
         return
+    write_trusted_file(directory, _file_name(config_path),
+                       {"magic": MAGIC, "config": config_path, "identity": identity(config_stat),
+                        "document": document})
+
+
+def write_trusted_file(directory: str, name: str, kept: dict) -> None:
+    """Keep `kept` as JSON in directory/name (best effort, atomic by rename; the directory is made if
+    missing, and used only if trustworthy). Nothing is kept that JSON cannot give back exactly (a TOML
+    date or time, inf, nan)."""
     import json   # writing is rare: only reading is on every start
 
     try:
-        text = json.dumps({"magic": MAGIC, "config": config_path, "identity": identity(config_stat),
-                           "document": document}, allow_nan=False)
+        text = json.dumps(kept, allow_nan=False)
     except (TypeError, ValueError):
-        return   # a TOML date or time, inf or nan: JSON would not give it back as it was
+        return
     try:
         os.mkdir(directory, 0o755)
     except OSError:
@@ -129,7 +149,6 @@ def write_document(directory: str, config_path: str, config_stat: os.stat_result
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return
-    name = _file_name(config_path)
     tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,

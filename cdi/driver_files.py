@@ -148,12 +148,13 @@ class DriverFiles(Record, frozen=True):
         return tuple(link for f in self.files for link in f.symlinks)
 
 
-def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[str], *,
+def locate_driver_files(root: str | DriverRoot, driver_version: str, capabilities: Iterable[str], *,
                         search_path: str | None = None,
                         mps_pipe_directory: str | None = None,
                         ld_cache: str = LD_CACHE,
                         machine: str | None = None) -> DriverFiles:
-    """Find the driver files for `capabilities` inside the driver root `root` ("/" on a host).
+    """Find the driver files for `capabilities` inside the driver root `root` ("/" on a host, or a
+    DriverRoot: cdi.driver_files_cache passes one that notes what it is asked).
 
     `driver_version` comes from NVML. `search_path` is a PATH-style list of binary directories
     (inside the root; default DEFAULT_SEARCH_PATH). `mps_pipe_directory` defaults to
@@ -169,7 +170,8 @@ def locate_driver_files(root: str, driver_version: str, capabilities: Iterable[s
     if mps_pipe_directory is None:
         mps_pipe_directory = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or DEFAULT_MPS_PIPE_DIRECTORY
     try:
-        search = _Search(DriverRoot(root), driver_version, _ABIS[machine], ld_cache or LD_CACHE)
+        root = root if isinstance(root, DriverRoot) else DriverRoot(root)
+        search = _Search(root, driver_version, _ABIS[machine], ld_cache or LD_CACHE)
         files = (search.libraries(caps) + search.binaries(caps, search_path or DEFAULT_SEARCH_PATH)
                  + search.firmware() + search.ipc_sockets(caps)
                  + search.mps_directory(caps, mps_pipe_directory))

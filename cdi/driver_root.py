@@ -26,8 +26,9 @@ MAX_SYMLINKS = 40   # the kernel's limit for one path walk
 SIMULATED_HOST_MARKER = ".nvidia-simulated-host.json"
 DRIVER_ROOT_ENV = "NVIDIA_CTK_DRIVER_ROOT"
 
-# Errors that mean "there is no such file here" rather than "something is wrong".
-_MISSING = (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
+# Errors that mean "there is no such file here" rather than "something is wrong" (also the rule of
+# cdi.driver_files_cache, which asks the same paths again).
+MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
 
 
 class DriverRootError(CdiError):
@@ -128,7 +129,7 @@ class DriverRoot:
             fd = os.open(self.host_path(path_in_root),
                          os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as e:
-            if e.errno in _MISSING or e.errno == errno.ELOOP:
+            if e.errno in MISSING_ERRNOS or e.errno == errno.ELOOP:
                 return []
             raise DriverRootError(f"cannot list directory: {e.strerror or e}",
                                   self.host_path(path_in_root)) from None
@@ -150,7 +151,7 @@ class DriverRoot:
         try:
             return os.lstat(host)
         except OSError as e:
-            if e.errno in _MISSING:
+            if e.errno in MISSING_ERRNOS:
                 return None
             raise DriverRootError(f"cannot stat: {e.strerror or e}", host) from None
 

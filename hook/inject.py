@@ -120,16 +120,19 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
                    mig_config: tuple[str, ...] = (), mig_monitor: tuple[str, ...] = (),
                    imex_channels: tuple[int, ...] = (), imex_all: bool = False,
                    ldconfig: str = "/sbin/ldconfig", ld_cache: str | None = None,
-                   proc_view: bool = True) -> InjectionPlan:
+                   proc_view: bool = True, cache_dir: str | None = None) -> InjectionPlan:
     """The plan for `selection` (a cdi.selection.Selection) with `capabilities`. `mig_config` /
     `mig_monitor`: ids from NVIDIA_MIG_{CONFIG,MONITOR}_DEVICES (the resolver only lets privileged
     containers have them); `ldconfig`: the host ldconfig to run; `ld_cache`: the driver root's
-    ld.so.cache path (config `ldcache`). Raises cdi errors (CdiError) or InjectionError."""
+    ld.so.cache path (config `ldcache`); `cache_dir`: where the driver files found are kept between
+    runs (cdi.driver_files_cache; None: searched each time). Raises cdi errors (CdiError) or
+    InjectionError."""
     from hook.cdi_hook import HookError, parse_args
     from hook.proc_driver import build_proc_view
 
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
-    builder = EditsBuilder(root, inventory, capabilities, ldconfig="@" + ldconfig,
+    files = _kept_driver_files(cache_dir, root, inventory, capabilities, ld_cache) if cache_dir else None
+    builder = EditsBuilder(root, inventory, capabilities, ldconfig="@" + ldconfig, driver_files=files,
                            **({"ld_cache": ld_cache} if ld_cache else {}))
     devices = tuple(selection.gpus) + tuple(selection.mig_devices)
     edits = builder.edits_for(devices)
@@ -164,6 +167,19 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
                                selection.mig_devices, lambda index: inventory.gpu_by_index(index).minor,
                                mig_config=bool(mig_config), mig_monitor=bool(mig_monitor))
     return InjectionPlan(edits, links, folders, update_ldcache, ldconfig, view, host_driver_version)
+
+
+def _kept_driver_files(cache_dir: str, root: DriverRoot, inventory: Inventory, capabilities, ld_cache):
+    """The driver files as EditsBuilder would locate them, kept between runs when unchanged."""
+    from cdi.discover import DiscoveryError
+    from cdi.driver_files import DriverFilesError
+    from cdi.driver_files_cache import locate_driver_files_kept
+
+    try:
+        return locate_driver_files_kept(cache_dir, root.path, inventory.driver_version, capabilities,
+                                        **({"ld_cache": ld_cache} if ld_cache else {}))
+    except DriverFilesError as e:   # as EditsBuilder reports it
+        raise DiscoveryError(e.what, e.where) from None
 
 
 def _check_gpu_ids(ids: tuple[str, ...], variable: str, inventory: Inventory) -> None:
