@@ -12,6 +12,7 @@ BENCHMARKS = {
     "cdi-generate": "bench.cdi_generate",
     "shim": "bench.shim_lifecycle",
     "cdi-hook": "bench.cdi_hook",
+    "lifecycle": "bench.gpu_lifecycle",
 }
 
 
@@ -20,9 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20, help="timed runs per case (after one warm-up)")
     parser.add_argument("names", nargs="*", choices=[[], *BENCHMARKS], metavar="NAME",
                         help=f"benchmarks to run (default all: {', '.join(BENCHMARKS)})")
+    parser.add_argument("--env-rows", action="store_true",
+                        help="lifecycle: also the cdi row with the config named by NVIDIA_CTK_CONFIG_FILE_PATH, "
+                             "with and without NVIDIA_CTK_CACHE_DIR")
     args = parser.parse_args(argv)
     for name in args.names or BENCHMARKS:
-        print(importlib.import_module(BENCHMARKS[name]).run(args.runs), flush=True)
+        options = {"env_rows": args.env_rows} if name == "lifecycle" else {}
+        print(importlib.import_module(BENCHMARKS[name]).run(args.runs, **options), flush=True)
     return 0
 
 
