@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -41,8 +42,8 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # what would move the programs off the fresh-install path
 UNSET = ("NVIDIA_CTK_CONFIG_FILE_PATH", "NVIDIA_CTK_CACHE_DIR", "XDG_CONFIG_HOME", "NVIDIA_CTK_DRIVER_ROOT",
          "NVIDIA_CTK_CDI_CACHE_FILE")
-# the paths a run must leave as it found them on the machine
-HOST_PATHS = (CONFIG_DIR, OTHER_SPEC_DIR, os.path.dirname(SPEC_FILE), CACHE_DIR)
+# the mount points of a worker's namespace
+MOUNT_POINTS = ("/etc", "/run", CONFIG_DIR, OTHER_SPEC_DIR, os.path.dirname(SPEC_FILE), CACHE_DIR)
 
 
 def packaged_config(driver_root: Path, mode: str | None = None) -> str:
@@ -56,6 +57,35 @@ def packaged_config(driver_root: Path, mode: str | None = None) -> str:
             raise RuntimeError(f"{PACKAGED_CONFIG}: expected one line {default!r}")
         text = text.replace(default + "\n", value + "\n")
     return text
+
+
+def traces() -> list[str]:
+    """What a worker's host makes that would be on this machine, had a mount leaked: the dirs it mounts
+    on (not /run/cdi: other programs use it), the config, the spec and the caches of the system config
+    (named by its path; other files there are not ours to judge)."""
+    from runtime_shim.runtime_cache import DEFAULT_CONFIG, fnv1a64
+
+    key = f"{fnv1a64(DEFAULT_CONFIG):016x}"
+    return [CONFIG_DIR, OTHER_SPEC_DIR, CACHE_DIR, DEFAULT_CONFIG, SPEC_FILE, f"{CACHE_DIR}/runtime-{key}.cache",
+            f"{CACHE_DIR}/config-{key}.json"]
+
+
+def machine_state(workdir: Path) -> dict:
+    """What a run must leave as it found it: traces() (a file's identity, a dir's presence, or None)
+    and the mounts on MOUNT_POINTS or under workdir (the workers' scratch dirs), as this namespace sees them."""
+    state = {}
+    for path in traces():
+        try:
+            st = os.stat(path)
+            # a dir: only whether it is there (others may write in it meanwhile)
+            identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            state[path] = True if stat.S_ISDIR(st.st_mode) else identity
+        except FileNotFoundError:
+            state[path] = None
+    with open("/proc/self/mountinfo") as mountinfo:
+        points = [line.split()[4] for line in mountinfo]
+    state["mounts"] = sorted(p for p in points if p in MOUNT_POINTS or p.startswith(f"{workdir}/"))
+    return state
 
 
 def runtime_env() -> dict[str, str]:

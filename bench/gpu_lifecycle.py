@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,8 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fresh_host import HOST_PATHS, FreshHost, packaged_config, runtime_env
-from bench.harness import Timings, report
+from bench.fresh_host import FreshHost, machine_state, packaged_config, runtime_env, traces
+from bench.harness import Timings
 from cdi.config_cache import RECENT_NS
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
@@ -52,15 +53,6 @@ class Row:
     bundle: Path
     config: Path | None       # the config.json each run starts from (a shim edits it), None: left as is
     env: dict[str, str]
-
-
-def _snapshot(workdir: Path) -> dict:
-    """What a run must leave as it found it: the fresh-install paths and the mounts on them or ours."""
-    paths = {p: sorted(os.listdir(p)) if os.path.isdir(p) else os.path.exists(p) for p in HOST_PATHS}
-    with open("/proc/self/mountinfo") as mountinfo:
-        points = [line.split()[4] for line in mountinfo]
-    watched = {"/etc", "/run", *HOST_PATHS}
-    return {"paths": paths, "mounts": sorted(p for p in points if p in watched or p.startswith(str(workdir)))}
 
 
 def _simulated_host(workdir: Path) -> Path:
@@ -127,6 +119,13 @@ def _prepare(hosts: dict[str, FreshHost], rows: dict[str, Row], workdir: Path) -
     (workdir / "edited-config.json").write_text(json.dumps(auto))
 
 
+def _paired(row: Timings, baseline: Timings) -> str:
+    """A load burst hits the rows of one round alike: their ratio to that round's runc drifts less."""
+    if row is baseline:
+        return ""
+    return f", paired {statistics.median(r / b for r, b in zip(row.samples, baseline.samples)):5.2f}x"
+
+
 def _verdict(row: Timings, baseline: Timings, goal: float) -> str:
     ratio = row.median_ms / baseline.median_ms
     return f"{row.label}: {ratio:.2f}x plain runc (goal <= {goal:.1f}x) {'OK' if ratio <= goal else 'OVER'}"
@@ -136,7 +135,7 @@ def run(runs: int, env_rows: bool = False) -> str:
     ensure_hugetlb_on_v1()
     with tempfile.TemporaryDirectory(prefix="bench-lifecycle-") as tmp:
         workdir = Path(tmp)
-        before = _snapshot(workdir)
+        before = machine_state(workdir)
         driver_root = _simulated_host(workdir)
         rows = _rows(workdir, env_rows)
         hosts: dict[str, FreshHost] = {}
@@ -153,12 +152,14 @@ def run(runs: int, env_rows: bool = False) -> str:
         finally:
             for host in hosts.values():
                 host.close()
-        after = _snapshot(workdir)
+        after = machine_state(workdir)
     if before != after:
-        raise RuntimeError(f"the run changed the machine: before {before}, after {after}")
+        raise RuntimeError(f"changed during the run (a mount of the bench's namespaces leaked, or another "
+                           f"program wrote there meanwhile): before {before}, after {after}")
     baseline = timings["runc"]
-    lines = [report("GPU container lifecycles as on a fresh install (create/start/wait/delete), busybox `true`, "
-                    "rows round-robin", [timings[row.key] for row in rows], baseline)]
+    lines = ["== GPU container lifecycles as on a fresh install (create/start/wait/delete), busybox `true`, "
+             "rows round-robin; paired: the median of each round's ratio to that round's runc"]
+    lines += [timings[row.key].line(baseline) + _paired(timings[row.key], baseline) for row in rows]
     lines += [_verdict(timings[key], baseline, goal) for key, goal in GOALS.items()]
-    lines.append("host left as found: " + ", ".join(HOST_PATHS) + " unchanged, no mount left")
+    lines.append("machine left as found: " + ", ".join(traces()) + " as before, no mount left")
     return "\n".join(lines)

@@ -27,17 +27,17 @@ def test_the_packaged_config_gets_the_driver_root_and_the_mode(tmp_path):
 def test_one_round_of_every_row_leaves_the_machine_as_found():
     if os.geteuid() != 0:
         pytest.skip("needs root (runc, mount namespaces)")
-    before = {p: sorted(os.listdir(p)) if os.path.isdir(p) else os.path.exists(p) for p in fresh_host.HOST_PATHS}
+    before = fresh_host.machine_state(Path("/nonexistent"))
     out = gpu_lifecycle.run(1, env_rows=True)
     lines = out.splitlines()
-    rows = [line for line in lines if " median " in line]
+    rows = [line for line in lines if " ms  (min " in line]
     assert [line.split(" median ")[0].strip() for line in rows] == [
         "runc, no GPU", "shim, no GPU request", "shim, 1 GPU, cdi (auto mode picks it)",
         'shim, 1 GPU, jit-cdi (mode = "jit-cdi")', "shim .legacy + prestart hook, 1 GPU",
         "runc on the cdi row's config.json", "cdi, config by env var + cache dir",
         "cdi, config by env var, no cache dir"]
     assert all("n=1)" in line for line in rows)
-    assert all(re.search(r"ratio +\d+\.\d\dx vs runc, no GPU$", line) for line in rows[1:])
+    assert all(re.search(r"ratio +\d+\.\d\dx vs runc, no GPU, paired +\d+\.\d\dx$", line) for line in rows[1:])
     verdicts = [line for line in lines if "plain runc (goal <=" in line]
     assert len(verdicts) == 3
     for verdict, (label, goal) in zip(verdicts, [("shim, 1 GPU, cdi (auto mode picks it)", "1.5"),
@@ -45,6 +45,5 @@ def test_one_round_of_every_row_leaves_the_machine_as_found():
                                                  ("shim .legacy + prestart hook, 1 GPU", "2.0")]):
         assert re.fullmatch(re.escape(label) + r": \d+\.\d\dx plain runc \(goal <= " + goal + r"x\) (OK|OVER)",
                             verdict), verdict
-    assert lines[-1].startswith("host left as found:")
-    after = {p: sorted(os.listdir(p)) if os.path.isdir(p) else os.path.exists(p) for p in fresh_host.HOST_PATHS}
-    assert after == before
+    assert lines[-1].startswith("machine left as found:")
+    assert fresh_host.machine_state(Path("/nonexistent")) == before
