@@ -161,5 +161,6 @@ def run(runs: int, env_rows: bool = False) -> str:
              "rows round-robin; paired: the median of each round's ratio to that round's runc"]
     lines += [timings[row.key].line(baseline) + _paired(timings[row.key], baseline) for row in rows]
     lines += [_verdict(timings[key], baseline, goal) for key, goal in GOALS.items()]
-    lines.append("machine left as found: " + ", ".join(traces()) + " as before, no mount left")
+    lines.append(f"machine left as found: the {len(traces())} fresh-install paths (config, spec, caches and "
+                 "their dirs) as before the run, no mount left")
     return "\n".join(lines)
