@@ -227,10 +227,21 @@ def _check_hook_env(spec: Spec, where: str) -> None:
                 raise SpecError(f"{at}.hooks[{j}]: a hook we write must carry a non-empty env", where)
 
 
-def spec_to_yaml(spec: Spec) -> str:
-    from cdi.spec_yaml import dump_yaml_document
+def _yaml_text(document: dict) -> str:
+    """The document as cdi.spec_yaml writes it: by cdi.yaml_plain when it can be sure of the very same
+    text (a generated spec; no PyYAML import), else by PyYAML."""
+    from cdi.yaml_plain import dump_plain_yaml
 
-    return dump_yaml_document(spec.to_dict())
+    text = dump_plain_yaml(document)
+    if text is None:
+        from cdi.spec_yaml import dump_yaml_document
+
+        text = dump_yaml_document(document)
+    return text
+
+
+def spec_to_yaml(spec: Spec) -> str:
+    return _yaml_text(spec.to_dict())
 
 
 def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
@@ -241,9 +252,7 @@ def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
     validate_document(document, where, raise_first=True)
     _check_hook_env(spec, where)
     if yaml_format:
-        from cdi.spec_yaml import dump_yaml_document
-
-        return dump_yaml_document(document)
+        return _yaml_text(document)
     import json
 
     return json.dumps(document, indent=2) + "\n"

@@ -65,6 +65,29 @@ def test_yaml_names_stay_strings_and_the_document_is_schema_valid_at_the_oldest_
     assert version_key(document["cdiVersion"]) <= version_key("0.5.0")  # podman 4.3 accepts <= 0.5.0
 
 
+@pytest.mark.parametrize("strategies", [[], ["type-index"], ["index", "uuid", "type-index"]])
+def test_the_yaml_spec_is_pyyamls_text_written_without_pyyaml(sim_host, strategies, tmp_path):
+    """cdi.yaml_plain writes a generated spec, byte for byte what PyYAML (cdi.spec_yaml) writes for the
+    same document, and `cdi generate` then imports neither PyYAML nor jsonschema (their import cost more
+    than the rest of the command)."""
+    from cdi.spec_yaml import dump_yaml_document
+    from cdi.yaml_plain import dump_plain_yaml
+
+    args = [f"--device-name-strategy={s}" for s in strategies]
+    document = spec_of(sim_host, *args)
+    text = generate("--driver-root", str(sim_host), *args).stdout
+    assert text == dump_yaml_document(document) == dump_plain_yaml(document)
+    probe = ("import sys\n"
+             "sys.argv = ['nvidia-ctk', 'cdi', 'generate', '--driver-root', sys.argv[1], '--output', *sys.argv[2:]]\n"
+             "from ctk.main import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('yaml', 'jsonschema') if m in sys.modules), file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(sim_host), str(tmp_path / "spec.yaml"), *args],
+                         capture_output=True, text=True)
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+    assert (tmp_path / "spec.yaml").read_text() == text
+
+
 def test_common_edits_and_device_edits(sim_host):
     document = spec_of(sim_host)
     common = document["containerEdits"]
