@@ -20,6 +20,17 @@ import sys
 
 from cdi.errors import printable
 
+_configure_on_first_use = None
+
+
+def configure_on_first_use(configure) -> None:
+    """Have `configure()` (which sets logging up: handlers, level) run when a LazyLogger first hands a
+    message to logging, not now: a command that logs nothing then never imports logging. Only for
+    programs whose every message goes through LazyLoggers, at the default level (WARNING: debug and
+    info messages are dropped while logging is not imported, as they would be by that level)."""
+    global _configure_on_first_use
+    _configure_on_first_use = configure
+
 
 class LazyLogger:
     __slots__ = ("name",)
@@ -28,8 +39,12 @@ class LazyLogger:
         self.name = name
 
     def _logger(self):
+        global _configure_on_first_use
         import logging
 
+        if _configure_on_first_use is not None:
+            configure, _configure_on_first_use = _configure_on_first_use, None
+            configure()
         return logging.getLogger(self.name)
 
     # stacklevel=2: records name the caller, not this wrapper (for formats showing funcName/lineno)

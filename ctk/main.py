@@ -50,13 +50,19 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.option("--debug", is_flag=True, help="Log debug messages to stderr.")
 def cli(debug: bool) -> None:
     """NVIDIA Container Toolkit admin CLI (gpu-container-toolkit)."""
-    import logging
+    from cdi import log
 
-    from cdi.log import one_line_formatter
+    def configure_logging() -> None:
+        import logging
 
-    handler = logging.StreamHandler()
-    handler.setFormatter(one_line_formatter("nvidia-ctk: %(levelname)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
+        handler = logging.StreamHandler()
+        handler.setFormatter(log.one_line_formatter("nvidia-ctk: %(levelname)s: %(message)s"))
+        logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
+
+    if debug:
+        configure_logging()
+    else:  # logging is imported (~3 ms) only if a warning is to be shown: every message goes through cdi.log
+        log.configure_on_first_use(configure_logging)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,8 @@ def test_the_yaml_spec_is_pyyamls_text_written_without_pyyaml(sim_host, strategi
              "sys.argv = ['nvidia-ctk', 'cdi', 'generate', '--driver-root', sys.argv[1], '--output', *sys.argv[2:]]\n"
              "from ctk.main import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('yaml', 'jsonschema') if m in sys.modules), file=sys.stderr)\n")
+             "print(sorted(m for m in ('yaml', 'jsonschema', 'logging', 'tempfile') if m in sys.modules),"
+             " file=sys.stderr)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(sim_host), str(tmp_path / "spec.yaml"), *args],
                          capture_output=True, text=True)
     assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
@@ -117,7 +119,7 @@ def test_nvidia_cdi_hook_path_of_nvidias_program_gets_its_argv(sim_host, tmp_pat
     theirs.write_bytes(b"\x7fELF not ours")
     theirs.chmod(0o755)
     result = generate("--driver-root", str(sim_host), "--format", "json", "--nvidia-cdi-hook-path", str(theirs))
-    assert "is not this toolkit's nvidia-cdi-hook" in result.stderr
+    assert result.stderr.startswith(f"nvidia-ctk: WARNING: {theirs} is not this toolkit's nvidia-cdi-hook")
     hooks = json.loads(result.stdout)["containerEdits"]["hooks"]
     assert [h["args"][1] for h in hooks] == ["create-symlinks", "enable-cuda-compat", "update-ldcache",
                                              "disable-device-node-modification"]
@@ -142,6 +144,24 @@ def test_output_file_is_written_atomically_with_mode_0644(sim_host, tmp_path):
     assert os.listdir(tmp_path) == ["nvidia.json"]                     # no temp file left behind
     dash = generate("--driver-root", str(sim_host), "--output", "-", "--format", "json")
     assert json.loads(dash.stdout)["devices"]
+
+
+def test_an_output_that_is_a_fifo_or_device_is_refused_and_left_alone(sim_host, tmp_path):
+    """The spec is renamed over its path: that would put a regular file where a device node or FIFO was
+    (`--output /dev/null` replaced the host's /dev/null)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    for target in (fifo, device, tmp_path / "link-to-null"):
+        if target.name == "link-to-null":
+            target.symlink_to(device)
+        result = generate("--driver-root", str(sim_host), "--output", str(target), check=False)
+        assert result.returncode == 1
+        assert result.stderr == (f"nvidia-ctk: error: not a regular file: writing the spec (a new file renamed "
+                                 f"over the path) would replace it ({target})\n")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISCHR(device.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link-to-null", "null"]   # no temp file left
 
 
 def test_missing_folders_of_the_output_are_made_mode_0755(sim_host, tmp_path):
