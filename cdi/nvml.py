@@ -123,8 +123,8 @@ def _mig_minor_entries(path: str) -> list[tuple[str, int]]:
     "config 1"). A missing file gives []; the file is read once, at most 1 MiB of it. The driver writes
     ASCII: any other byte is read as U+FFFD, so its line matches nothing and is skipped."""
     try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            text = f.read(1 << 20)
+        with open(path, "rb") as f:   # bytes.decode("ascii") needs no codec module (a text file's does)
+            text = f.read(1 << 20).decode("ascii", "replace")
     except FileNotFoundError:
         return []
     except OSError as e:
