@@ -175,6 +175,7 @@ def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigRes
     sb.limits.open_files = limits.open_files
     sb.limits.file_size = limits.file_size
     sb.timeout_ms = int(timeout * 1000)
+    sb.scratch_fd = -1   # ldconfig writes the root's /etc/ld.so.cache itself
     output = ffi.new("char[]", OUTPUT_LIMIT)
     res = ffi.new("struct gct_sandbox_result *")
 

@@ -85,9 +85,10 @@ int hook_container_rootfs(const char *bundle, const char *container_spec, char *
                           struct hook_error *err);
 char *hook_join_normpath(const char *base, const char *path);
 
-/* ldconfig.c: the host's ldconfig (a host path) in the sandbox, scanning folders too */
-int hook_run_ldconfig(const char *rootfs, const char *ldconfig, const char *const *folders, size_t nfolders,
-                      struct hook_error *err);
+/* ldconfig.c: the host's ldconfig (a host path) in the sandbox, scanning folders too; the cache it
+ * builds replaces the root's /etc/ld.so.cache unless that already holds the same */
+int hook_run_ldconfig(int rootfd, const char *rootfs, const char *ldconfig, const char *const *folders,
+                      size_t nfolders, struct hook_error *err);
 
 /* params.c: the container's /proc/driver/nvidia/params covered by a copy with ModifyDeviceFiles: 0,
  * when the driver's (params_file, a host path) allows device file modification */

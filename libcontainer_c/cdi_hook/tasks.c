@@ -97,7 +97,7 @@ static int update_ldcache(int rootfd, const char *rootfs, const struct hook_task
         /* the drop-in is a convenience for later ldconfig runs: a failure is only a warning */
         if (n > 0 && gct_write_ld_so_conf(rootfd, folders, n) < 0)
             hook_warn("cannot write %s: %s", gct_ld_so_conf_path(), strerror(errno));
-        rc = hook_run_ldconfig(rootfs, tasks->ldconfig, folders, n, err);
+        rc = hook_run_ldconfig(rootfd, rootfs, tasks->ldconfig, folders, n, err);
     }
     free(folders);
     return rc;

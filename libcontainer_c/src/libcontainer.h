@@ -38,7 +38,9 @@ int gct_attach_tree(int rootfd, int treefd, int targetfd);
 int gct_bind_tree(int rootfd, int treefd, int targetfd, unsigned int attr_set, unsigned int attr_clr);
 /* lazily unmounts the mount whose root mountfd holds (e.g. a tree fd after attaching it) */
 int gct_umount_fd(int mountfd);
-/* new tmpfs ("key=value,..." options) with GCT_ATTR_* bits on the target; returns its mount fd */
+/* a new tmpfs ("key=value,..." options) with GCT_ATTR_* bits, detached: returns its mount fd */
+int gct_new_tmpfs(const char *options, unsigned int attr_set);
+/* the same, attached on the target; returns its mount fd */
 int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set);
 
 /* file_over.c: a new file holding data (len bytes, mode 0444) mounted ro,nosuid,nodev,noexec over the
@@ -129,6 +131,9 @@ struct gct_sandbox {
     char **argv;             /* NULL-terminated; the environment is always empty */
     struct gct_limits limits;
     int timeout_ms;          /* wall-clock limit; the child is killed after it */
+    int scratch_fd;          /* a detached mount (gct_new_tmpfs) put over the root's /proc (a directory,
+                                no symlink) in the child's copy, where the program may write what the
+                                caller reads after it; -1: none (a procfs there is hidden all the same) */
 };
 struct gct_sandbox_result {
     int status;                   /* waitpid() status of the child */
@@ -174,6 +179,12 @@ enum {
     GCT_LDCONFIG_TIMEOUT_MS = 10000,
     GCT_LDCONFIG_OUTPUT_LIMIT = 65536
 };
+
+/* file_replace.c: name in dirfd holding data (len bytes, mode exactly) as a file of ours: written under
+ * a temporary name (O_EXCL; fsync'd first when sync) and renamed over name, so a symlink, a hard link
+ * or a FIFO there is replaced, never written through; EISDIR for a directory. A file that already is
+ * exactly that (regular, our uid and gid, that mode, one link, the same bytes) is left alone. */
+int gct_replace_file(int dirfd, const char *name, const char *data, unsigned long len, unsigned int mode, int sync);
 
 /* ld_so_conf.c: lists folders (absolute, no newline: EINVAL) one a line in the root's
  * /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so that an ldconfig the container runs later keeps

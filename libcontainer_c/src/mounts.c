@@ -102,7 +102,7 @@ static int configure_fs(int fsfd, const char *options)
     return 0;
 }
 
-int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set)
+int gct_new_tmpfs(const char *options, unsigned int attr_set)
 {
     int fsfd, mntfd = -1;
 
@@ -116,6 +116,13 @@ int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int 
     if (configure_fs(fsfd, options) == 0 && fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
         mntfd = fsmount(fsfd, FSMOUNT_CLOEXEC, attr_set);
     gct_close_keep_errno(fsfd);
+    return mntfd;
+}
+
+int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set)
+{
+    int mntfd = gct_new_tmpfs(options, attr_set);
+
     if (mntfd < 0)
         return -1;
     if (gct_attach_tree(rootfd, mntfd, targetfd) < 0) {

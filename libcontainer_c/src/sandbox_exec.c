@@ -1,7 +1,8 @@
 /* The one sandboxed runner: a HOST binary (opened by the caller before anything is entered) executed
  * from its fd inside a container's rootfs. The child optionally joins the container's mount
  * namespace, takes a private copy of it, covers the rootfs with a nodev,nosuid,noexec copy of
- * itself, hides a procfs mounted in it (its /proc/<pid>/root magic links lead out of any chroot),
+ * itself, hides a procfs mounted in it (its /proc/<pid>/root magic links lead out of any chroot)
+ * under an empty tmpfs or under the caller's scratch tmpfs (the program's way to hand back a file),
  * chroots into it, sets resource limits, drops every capability, sets no_new_privs and execs with an
  * empty environment. The caller gets the wait status and what the program wrote to stdout/stderr, or
  * the setup stage that failed with its errno. */
@@ -41,6 +42,19 @@ static void report(int fd, const char *stage)
     unused = write(fd, &f, sizeof(f));
     (void)unused;
     _exit(127);
+}
+
+/* The caller's scratch tmpfs over <root>/proc, which must be a directory (no symlink on the way): a
+ * procfs there is covered as well. */
+static int attach_scratch(int rootfd, int scratch_fd)
+{
+    int fd = gct_openat2_in_root(rootfd, "proc", O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS), rc;
+
+    if (fd < 0)
+        return -1;
+    rc = move_mount(scratch_fd, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    gct_close_keep_errno(fd);
+    return rc;
 }
 
 /* An empty read-only tmpfs over <root>/proc when that is a procfs, in our private mount copy only. */
@@ -113,7 +127,9 @@ static void child_main(const struct gct_sandbox *sb, int outfd, int statusfd)
     rootfd = open_restricted_root(sb->root_path);
     if (rootfd < 0)
         report(statusfd, "open root");
-    if (hide_procfs(rootfd) < 0)
+    if (sb->scratch_fd >= 0 && attach_scratch(rootfd, sb->scratch_fd) < 0)
+        report(statusfd, "scratch mount");
+    if (sb->scratch_fd < 0 && hide_procfs(rootfd) < 0)
         report(statusfd, "hide procfs");
     if (fchdir(rootfd) < 0 || chroot(".") < 0 || chdir("/") < 0)
         report(statusfd, "chroot");

@@ -292,6 +292,98 @@ def test_a_restart_keeps_the_links_it_finds_right_and_fixes_the_others(bundle):
     assert sorted(p.name for p in lib.iterdir()) == ["libgctcdi.so", "libgctcdi.so.1", "libgctcdi.so.550.54.15"]
 
 
+def no_temp_files(folder: Path) -> bool:
+    return not [p.name for p in folder.iterdir() if p.name.startswith(".")]
+
+
+@needs_root
+def test_an_unchanged_cache_is_left_as_it_is(bundle):
+    """ldconfig builds the cache on a scratch tmpfs; a restarted container (same rootfs) keeps its
+    /etc/ld.so.cache file (same inode, not rewritten) when nothing changed."""
+    root = bundle / "rootfs"
+    args = ["update-ldcache", "--folder", "/opt/vendor/lib"]
+    assert run_hook(args, {"bundle": str(bundle)}).returncode == 0
+    cache = root / "etc/ld.so.cache"
+    before = os.stat(cache)
+    result = run_hook(args, {"bundle": str(bundle)})
+    assert (result.returncode, result.stderr) == (0, "")
+    after = os.stat(cache)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert "libgctcdi.so.1 (libc6,x86-64) => /opt/vendor/lib/libgctcdi.so.1" in cache_listing(root)
+    assert not os.path.ismount(root / "proc") and os.listdir(root / "proc") == []   # the scratch stayed in the sandbox
+    assert no_temp_files(root / "etc")
+
+
+@needs_root
+def test_a_changed_cache_replaces_the_old_one(bundle):
+    root = bundle / "rootfs"
+    assert run_hook(["update-ldcache"], {"bundle": str(bundle)}).returncode == 0
+    cache = root / "etc/ld.so.cache"
+    before = os.stat(cache)
+    result = run_hook(["update-ldcache", "--folder", "/opt/vendor/lib"], {"bundle": str(bundle)})
+    assert (result.returncode, result.stderr) == (0, "")
+    after = os.stat(cache)
+    assert after.st_ino != before.st_ino and (after.st_mode & 0o7777, after.st_nlink) == (0o644, 1)
+    assert "=> /opt/vendor/lib/libgctcdi.so.1" in cache_listing(root)
+    # what ldconfig itself writes, byte for byte
+    own = subprocess.run(["chroot", str(root), "/sbin/ldconfig", "-C", "/tmp/own.cache", "/opt/vendor/lib"],
+                         capture_output=True)
+    assert own.returncode == 0, own.stderr
+    assert cache.read_bytes() == (root / "tmp/own.cache").read_bytes()
+    assert no_temp_files(root / "etc")
+
+
+@needs_root
+@pytest.mark.parametrize("proc", ["missing", "symlink", "file"])
+def test_without_a_proc_folder_ldconfig_writes_the_cache_itself(bundle, proc):
+    """The scratch tmpfs goes on the root's /proc folder (runtimes make it): without one, as before."""
+    root = bundle / "rootfs"
+    os.rmdir(root / "proc")
+    if proc == "symlink":
+        os.symlink("tmp", root / "proc")
+    elif proc == "file":
+        (root / "proc").write_text("")
+    result = run_hook(["update-ldcache", "--folder", "/opt/vendor/lib"], {"bundle": str(bundle)})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "=> /opt/vendor/lib/libgctcdi.so.1" in cache_listing(root)
+    assert os.listdir(root / "tmp") == []
+
+
+@needs_root
+def test_a_directory_at_the_cache_is_one_line(bundle):
+    (bundle / "rootfs/etc/ld.so.cache").unlink()
+    (bundle / "rootfs/etc/ld.so.cache").mkdir()
+    assert error_line(run_hook(["update-ldcache"], {"bundle": str(bundle)})) == (
+        "ldconfig failed: write the cache: [Errno 21] Is a directory: '/etc/ld.so.cache' "
+        f"({bundle}/rootfs)")
+    assert no_temp_files(bundle / "rootfs/etc")
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "nothing"])
+def test_what_a_subverted_ldconfig_leaves_on_the_scratch_is_never_followed(bundle, tmp_path, kind):
+    """The sandboxed program may be subverted by the image's files: a link it leaves as its cache is
+    not followed (a host file's bytes never reach the container), a FIFO blocks nothing."""
+    victim = tmp_path / "victim"
+    victim.write_text("host secret\n")
+    source = tmp_path / "fake_ldconfig.c"
+    action = {"symlink": f'symlink("{victim}", argv[2])', "fifo": "mkfifo(argv[2], 0644)", "nothing": "0"}[kind]
+    source.write_text("#include <string.h>\n#include <sys/stat.h>\n#include <unistd.h>\n"
+                      "int main(int argc, char **argv) {\n"
+                      '    if (argc < 3 || strcmp(argv[1], "-C") != 0) return 3;\n'
+                      f"    return {action} == 0 ? 0 : 4;\n}}\n")
+    fake = tmp_path / "fake_ldconfig"
+    subprocess.run(["gcc", "-static", "-o", fake, source], check=True)
+    cache = bundle / "rootfs/etc/ld.so.cache"
+    before = cache.read_bytes()
+    result = run_hook(["update-ldcache", "--ldconfig-path", f"@{fake}"], {"bundle": str(bundle)}, timeout=20)
+    reason = {"symlink": "[Errno 40] Too many levels of symbolic links", "fifo": "[Errno 22] Invalid argument",
+              "nothing": "[Errno 2] No such file or directory"}[kind]
+    assert error_line(result) == (f"ldconfig failed: read the cache it built: {reason}: '/proc/ld.so.cache' "
+                                  f"({bundle}/rootfs)")
+    assert cache.read_bytes() == before and victim.read_text() == "host secret\n"
+
+
 @needs_root
 def test_a_failing_ldconfig_is_one_line(bundle):
     result = run_hook(["update-ldcache", "--ldconfig-path", "@/nonexistent/ldconfig"], {"bundle": str(bundle)})
