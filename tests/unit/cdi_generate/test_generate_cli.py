@@ -69,8 +69,8 @@ def test_yaml_names_stay_strings_and_the_document_is_schema_valid_at_the_oldest_
 @pytest.mark.parametrize("strategies", [[], ["type-index"], ["index", "uuid", "type-index"]])
 def test_the_yaml_spec_is_pyyamls_text_written_without_pyyaml(sim_host, strategies, tmp_path):
     """cdi.yaml_plain writes a generated spec, byte for byte what PyYAML (cdi.spec_yaml) writes for the
-    same document, and `cdi generate` then imports neither PyYAML nor jsonschema (their import cost more
-    than the rest of the command)."""
+    same document, and `cdi generate` then imports none of PyYAML, jsonschema, click (ctk.fast_path),
+    logging or tempfile (their imports cost more than the rest of the command)."""
     from cdi.spec_yaml import dump_yaml_document
     from cdi.yaml_plain import dump_plain_yaml
 
@@ -82,7 +82,7 @@ def test_the_yaml_spec_is_pyyamls_text_written_without_pyyaml(sim_host, strategi
              "sys.argv = ['nvidia-ctk', 'cdi', 'generate', '--driver-root', sys.argv[1], '--output', *sys.argv[2:]]\n"
              "from ctk.main import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('yaml', 'jsonschema', 'logging', 'tempfile') if m in sys.modules),"
+             "print(sorted(m for m in ('yaml', 'jsonschema', 'logging', 'tempfile', 'click') if m in sys.modules),"
              " file=sys.stderr)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(sim_host), str(tmp_path / "spec.yaml"), *args],
                          capture_output=True, text=True)

@@ -1,0 +1,102 @@
+"""What `nvidia-ctk cdi generate` takes and does, without click: its options (one table, from which
+ctk.cdi_generate builds the click command and ctk.fast_path reads a plain command line) and its body.
+
+Why apart: click's import (~20-25 ms, with inspect, typing, uuid, datetime) was about half of a whole
+`cdi generate` once jsonschema and PyYAML were gone from it; a command line this table fully explains
+runs here without it (ctk.fast_path), anything else goes through click as before.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ctk.errors import CliError
+from ctk.files import make_parent_dirs
+
+FORMATS = ("yaml", "json")
+
+
+class Option:
+    """One option of the command: `--name VALUE` (repeatable when `multiple`), or a flag."""
+
+    def __init__(self, name: str, dest: str, help: str, *, short: str | None = None, flag: bool = False,
+                 multiple: bool = False, choices: tuple[str, ...] | None = None, default: str | None = None,
+                 show_default: bool = False):
+        self.name, self.dest, self.help, self.short = name, dest, help, short
+        self.flag, self.multiple, self.choices, self.default = flag, multiple, choices, default
+        self.show_default = show_default
+
+    @property
+    def unset(self) -> object:
+        """The value when the option is not given (click's: False, (), the default or None)."""
+        return False if self.flag else () if self.multiple else self.default
+
+
+OPTIONS = (
+    Option("--driver-root", "driver_root", "Driver root (default: $NVIDIA_CTK_DRIVER_ROOT, else config.toml "
+                                           "[nvidia-container-cli] root, else /)."),
+    Option("--output", "output", "File to write (atomically, mode 0644; missing folders are made, mode 0755); "
+                                 "'-' or none: stdout.", short="-o"),
+    Option("--format", "fmt", "Output format (default: by the output's extension, else yaml).", choices=FORMATS),
+    Option("--device-name-strategy", "strategies", "How devices are named: index (0, 1:0), uuid (GPU-.., MIG-..), "
+           "type-index (gpu0, mig1:0). Repeatable; default: index and uuid.", multiple=True,
+           choices=("index", "uuid", "type-index")),
+    Option("--vendor", "vendor", "CDI vendor of the kind.", default="nvidia.com", show_default=True),
+    Option("--class", "cls", "CDI class of the kind.", default="gpu", show_default=True),
+    Option("--no-all-device", "no_all_device", "Do not add the 'all' device.", flag=True),
+    Option("--device-id", "device_ids", "Describe only this GPU or MIG device (0, 1:0, GPU-.., MIG-.., PCI bus id). "
+                                        "Repeatable.", multiple=True),
+    Option("--nvidia-cdi-hook-path", "hook_path", "nvidia-cdi-hook the spec runs (default: the one next to "
+                                                  "nvidia-ctk, else /usr/bin/nvidia-cdi-hook)."),
+)
+HELP = "Generate a CDI spec for the GPUs and MIG devices of this host (or of a driver root)."
+
+
+def _format_for(output: str | None, fmt: str | None) -> str:
+    """--format, else the output's extension, else YAML (as NVIDIA's tool). A format that contradicts
+    the extension is refused: CDI consumers parse by extension."""
+    by_extension = None
+    if output and output != "-":
+        if output.endswith(".json"):
+            by_extension = "json"
+        elif output.endswith((".yaml", ".yml")):
+            by_extension = "yaml"
+    if fmt and by_extension and fmt != by_extension:
+        raise CliError(f"--format {fmt} does not match the file's extension", output)
+    return fmt or by_extension or "yaml"
+
+
+def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path) -> None:
+    from cdi.config import load_config
+    from cdi.discover import default_hook_path
+    from cdi.driver_root import resolve_driver_root
+    from cdi.errors import CdiError
+    from cdi.generate import generate_spec
+    from cdi.nvml import load_inventory
+    from cdi.spec import render_spec, write_spec
+
+    yaml_format = _format_for(output, fmt) == "yaml"
+    if hook_path is not None and not os.path.isabs(hook_path):
+        raise CliError("the hook path must be absolute", "--nvidia-cdi-hook-path")
+    try:
+        config = load_config()
+        cli = config.nvidia_container_cli
+        ldconfig = config.host_ldconfig()
+        if not cli.ldconfig.startswith("@"):  # allowed for the prestart path, not for a spec's hook
+            raise CliError(f"ldconfig {cli.ldconfig!r} is a container path; nvidia-cdi-hook runs only the "
+                           "host's ('@/path')", "nvidia-container-cli.ldconfig")
+        root = resolve_driver_root(driver_root, cli.root)
+        inventory = load_inventory(root)
+        spec = generate_spec(root, inventory, vendor=vendor, cls=cls, strategies=strategies,
+                             all_device=not no_all_device, device_ids=device_ids,
+                             hook_path=hook_path or default_hook_path(), ldconfig=ldconfig,
+                             ld_cache=cli.ldcache)
+        if output and output != "-":
+            make_parent_dirs(output)
+            write_spec(spec, output, yaml_format=yaml_format)
+        else:
+            sys.stdout.write(render_spec(spec, "stdout", yaml_format))
+    except CdiError as e:
+        raise CliError(e.what, e.where) from None
+    except OSError as e:  # the temp file's name would only confuse: name the file asked for
+        raise CliError(f"cannot write the spec: {e.strerror or e}", output or "stdout") from None
