@@ -1,11 +1,16 @@
 """nvidia-cdi-hook alone, with the hook entry `nvidia-ctk cdi generate` writes for a simulated host
 (it runs on every CDI container's start): the links only, the links and the params mount, and the
 whole entry (with the CUDA compat check and the ldconfig), on a busybox + glibc rootfs whose procfs
-stand-in has /proc/driver/nvidia/params. Each run is `unshare -m` (the params mount stays in a
-namespace of its own) of `sh -c 'exec HOOK ... < state.json'`; the floor is the same with `true`."""
+stand-in has /proc/driver/nvidia/params and which holds copies of the spec's driver libraries where
+the runtime would bind-mount them (the links lead to files, as in a container: ldconfig removes a
+dangling `*.so.*` link). Each run is `unshare -m` (the params mount stays in a namespace of its own)
+of `sh -c 'exec HOOK ... < state.json'`; the floor is the same with `true`. The rootfs is reused from
+run to run, as a restarted container's is: after the first run the links, the ld.so.conf.d drop-in
+and the cache are already right."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -36,9 +41,15 @@ def run(runs: int) -> str:
         spec = Path(tmp, "nvidia.json")
         time_command("(setup) cdi generate", [ctk, "cdi", "generate", "--driver-root", str(host),
                                               "--output", str(spec), "--nvidia-cdi-hook-path", hook], 0)
-        (entry,) = json.loads(spec.read_text())["containerEdits"]["hooks"]
+        edits = json.loads(spec.read_text())["containerEdits"]
+        (entry,) = edits["hooks"]
         args = entry["args"][1:]
         root = make_rootfs(bundle / "rootfs", glibc=True)
+        for mount in edits["mounts"]:
+            if ".so" in mount["containerPath"]:
+                target = root / mount["containerPath"].lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(mount["hostPath"], target)
         (root / "proc/driver/nvidia").mkdir(parents=True)
         (root / "proc/driver/nvidia/params").write_text("the container's procfs stand-in\n")
         (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
