@@ -35,8 +35,8 @@ class Option:
 OPTIONS = (
     Option("--driver-root", "driver_root", "Driver root (default: $NVIDIA_CTK_DRIVER_ROOT, else config.toml "
                                            "[nvidia-container-cli] root, else /)."),
-    Option("--output", "output", "File to write (atomically, mode 0644; missing folders are made, mode 0755); "
-                                 "'-' or none: stdout.", short="-o"),
+    Option("--output", "output", "File to write (atomically, mode 0644; missing folders are made, mode 0755; "
+                                 "a device, FIFO or socket there is refused); '-' or none: stdout.", short="-o"),
     Option("--format", "fmt", "Output format (default: by the output's extension, else yaml).", choices=FORMATS),
     Option("--device-name-strategy", "strategies", "How devices are named: index (0, 1:0), uuid (GPU-.., MIG-..), "
            "type-index (gpu0, mig1:0). Repeatable; default: index and uuid.", multiple=True,
