@@ -215,6 +215,31 @@ def test_rhel_like_rootfs_finds_the_libraries_through_the_ld_cache(host, tmp_pat
     assert "ldcache-ok" in result.stdout.splitlines()
 
 
+def test_a_restarted_container_keeps_its_links_and_ld_cache(host, tmp_path):
+    """The same rootfs started again, as a restarted container's: the second start finds the driver's
+    libraries in the cache the first start's ldconfig wrote and leaves it (hook.container_ld_cache: the
+    file is not replaced), and the container sees the same links and ld cache."""
+    root, _ = host
+    config = write_config(tmp_path / "config.toml", root)
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], env=["NVIDIA_VISIBLE_DEVICES=0"], glibc=True)
+    ld_cache = bundle / "rootfs/etc/ld.so.cache"
+
+    def written():   # an inode number can be reused by the next file: with its mtime, a new file shows
+        st = ld_cache.stat()
+        return st.st_ino, st.st_mtime_ns
+    image_cache = written()
+    starts = [run_through_shim(bundle, config, tmp_path / "state1")]
+    after_first = written()
+    starts.append(run_through_shim(bundle, config, tmp_path / "state2"))
+    assert [s.returncode for s in starts] == [0, 0], starts[-1].stderr
+    assert after_first != image_cache      # the first start ran ldconfig (a new file renamed into place)
+    for start in starts:
+        lines = start.stdout.splitlines()
+        assert "ldcache-ok" in lines
+        assert f"link {LIBDIR}/libcuda.so.1 -> libcuda.so.{VERSION}" in lines
+    assert written() == after_first        # the second did not
+
+
 def test_require_is_skipped_when_disabled(host, tmp_path):
     result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99.0",
                                           "NVIDIA_DISABLE_REQUIRE=true"], script="echo STARTED")
