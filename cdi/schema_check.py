@@ -233,12 +233,12 @@ def compile_schema(schema: dict) -> Check | None:
     something not implemented here."""
     try:
         check = _Compiler(schema).schema(schema)
-    except Unsupported:
+    except (Unsupported, TypeError, ValueError, RecursionError):  # a schema jsonschema must judge alone
         return None
 
     def is_valid(document: object) -> bool:
         try:
             return check(document)
-        except (Unsure, RecursionError):
+        except Exception:  # noqa: BLE001 - Unsure, a document too deep, a pattern re refuses: jsonschema decides
             return False
     return is_valid

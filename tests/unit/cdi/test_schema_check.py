@@ -144,6 +144,7 @@ def test_the_compiled_form_agrees_with_jsonschema(document):
     {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False},
     {"prefixItems": [{}], "items": False},
     {"ref": "#/$defs/a"},                                         # not "$ref": no meaning, but not ours to guess
+    {"type": [{}]},                                               # malformed: jsonschema says how
 ])
 def test_what_is_not_implemented_leaves_the_verdict_to_jsonschema(schema):
     assert compile_schema(schema) is None
@@ -153,6 +154,11 @@ def test_a_value_no_json_parser_makes_is_not_judged_here():
     document = copy.deepcopy(RICH)
     document["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = decimal.Decimal(1)
     assert is_valid(document) is False   # jsonschema decides (numbers.Number: it would accept)
+
+
+def test_a_pattern_re_refuses_leaves_the_verdict_to_jsonschema():
+    check = compile_schema({"pattern": "(unclosed"})
+    assert check("x") is False and check(1) is True   # the pattern is compiled on its first string
 
 
 def test_a_cycle_of_definitions_compiles():
