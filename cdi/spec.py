@@ -167,24 +167,43 @@ def _from_json(cls: type, data: object, where: str) -> object:
     return cls(**kwargs)
 
 
+_SCALAR, _RECORDS, _RECORD, _LIST, _MAP = range(5)
+_PLANS: dict[type, tuple] = {}
+
+
+def _plan(cls: type) -> tuple:
+    """(field name, JSON key, how to write the value) for each field of cls, worked out once per class:
+    a generated spec writes thousands of records (~2 ms for 8 GPUs x 7 MIG)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        steps = []
+        for f in fields(cls):
+            kind = f.metadata["kind"]
+            how = (_RECORDS if isinstance(kind, list) else _RECORD if isinstance(kind, type)
+                   else _LIST if kind in (STRS, INTS) else _MAP if kind == STRMAP else _SCALAR)
+            steps.append((f.name, f.metadata["json"], how))
+        plan = _PLANS[cls] = tuple(steps)
+    return plan
+
+
 def _to_json(obj: object) -> dict:
     out = {}
-    for f in fields(obj):
-        value = getattr(obj, f.name)
+    values = obj.__dict__
+    for name, key, how in _plan(type(obj)):
+        value = values[name]
         if value is None or value == [] or value == {}:
             continue  # omitempty
-        kind = f.metadata["kind"]
-        if isinstance(kind, list):
+        if how == _RECORDS:
             value = [_to_json(v) for v in value]
-        elif isinstance(kind, type):
+        elif how == _RECORD:
             value = _to_json(value)
             if not value:
                 continue
-        elif kind in (STRS, INTS):
+        elif how == _LIST:
             value = list(value)
-        elif kind == STRMAP:
+        elif how == _MAP:
             value = dict(value)
-        out[f.metadata["json"]] = value
+        out[key] = value
     return out
 
 
