@@ -222,9 +222,11 @@ static int search_dirs_unchanged(const char *text)
     return 1;
 }
 
+#include "create_fastpath.c" /* a GPU container's create from the create cache */
+
 /* One line in the debug log the config names, in the format the Python side writes. */
 static void log_passthrough(const char *log_path, const char *name, const char *command, const char *bundle,
-                            const char *runtime)
+                            const char *runtime, const char *fast_mode)
 {
     const char *where = bundle && bundle[0] ? bundle : ".";
     if (strpbrk(command, "\"\\\n") || strpbrk(runtime, "\"\\\n") || strpbrk(where, "\"\\\n"))
@@ -239,7 +241,11 @@ static void log_passthrough(const char *log_path, const char *name, const char *
         strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
     char line[3 * PATH_MAX];
     int n;
-    if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0)
+    if (fast_mode)
+        n = snprintf(line, sizeof(line),
+                     "time=\"%s\" level=debug msg=\"%s: '%s' of a GPU container from the create cache (mode %s, bundle %s) "
+                     "to %s\"\n", stamp, name, command, fast_mode, where, runtime);
+    else if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0)
         n = snprintf(line, sizeof(line),
                      "time=\"%s\" level=debug msg=\"%s: passthrough of '%s' without a GPU request (bundle %s) to %s\"\n",
                      stamp, name, command, where, runtime);
@@ -255,7 +261,7 @@ static void log_passthrough(const char *log_path, const char *name, const char *
 
 /* Exec the cached low-level runtime with the caller's argv and environment. Returns only when the
  * cache cannot be trusted or the exec fails: then Python decides. */
-static void try_runtime_passthrough(const char *name, int argc, char **argv, char **envp)
+static void try_runtime_passthrough(const char *name, const char *self, int argc, char **argv, char **envp)
 {
     char config[PATH_MAX], identity[128], cache_path[PATH_MAX], text[SHIM_CACHE_MAX];
     char cached[PATH_MAX], runtime[PATH_MAX], log_path[PATH_MAX];
@@ -289,10 +295,16 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
         return;
     int prints_version;
     int index = runc_globals(argc, argv, &prints_version);
-    const char *bundle = NULL;
-    if (index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0) &&
-        (!runc_create_bundle(argc, argv, index, &bundle) || !bundle_asks_for_nothing(bundle, text)))
-        return;
+    const char *bundle = NULL, *fast_mode = NULL;
+    if (index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0)) {
+        if (!runc_create_bundle(argc, argv, index, &bundle))
+            return;
+        /* a GPU request: edited here from the create cache, or Python decides */
+        if (!bundle_asks_for_nothing(bundle, text) &&
+            create_from_cache(name, self, bundle, text, cache_dir ? cache_dir : SHIM_DEFAULT_CACHE_DIR, config,
+                              identity, envp, &fast_mode) != 0)
+            return;
+    }
 
     char **args = calloc((size_t)argc + 1, sizeof(char *));
     if (!args)
@@ -302,7 +314,7 @@ static void try_runtime_passthrough(const char *name, int argc, char **argv, cha
         args[i] = argv[i];
     args[argc] = NULL;
     if (cache_field(text, "debug-log", log_path, sizeof(log_path)) == 0)
-        log_passthrough(log_path, name, index ? argv[index] : "", bundle, runtime);
+        log_passthrough(log_path, name, index ? argv[index] : "", bundle, runtime, fast_mode);
     if (prints_version) { /* ours first, then the runtime's own (as NVIDIA's runtime does) */
         launcher_print_version(name);
         putchar('\n');
@@ -359,7 +371,7 @@ static int is_runtime_shim(const char *program_name)
 static char **runtime_shim_prepare(const char *name, const char *self, int argc, char **argv, char **envp,
                                    char **python_env)
 {
-    try_runtime_passthrough(name, argc, argv, envp);
+    try_runtime_passthrough(name, self, argc, argv, envp);
     int fd;
     if (environ_memfd(envp, &fd) != 0)
         return NULL;

@@ -56,25 +56,29 @@ def setup_logging(program: str, config, command: RuncCommand) -> None:
 
 
 def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str, str],
-                  launcher_exe: str | None) -> None:
+                  launcher_exe: str | None, identity: str | None) -> None:
     """Edit the bundle's config.json for the container's GPU request; untouched when there is none."""
     from cdi.request import resolve_device_request
-    from runtime_shim import modes
+    from runtime_shim import create_cache, modes
     from runtime_shim.bundle_spec import read_spec, write_spec
 
     bundle = command.bundle_dir()
     oci, _ = read_spec(bundle)
-    request = resolve_device_request(oci, config)
+    # the request is read from its own members only: what the create cache's key holds (create_cache)
+    view = create_cache.request_view(oci, config)
+    request = resolve_device_request(view, config)
     if not request.is_gpu_container:
         log.debug("no GPU requested by %s: config.json left as it is", command.container_id)
         return
     registry = None
+    spec_checks: list[str] = []
 
     def open_registry():
         nonlocal registry
         if registry is None:
             from cdi.registry import cache_path_in, open_registry as open_spec_dirs
 
+            spec_checks.extend(spec_dir_checks(config))   # before reading: a change meanwhile is seen
             # NVIDIA_CTK_CDI_CACHE_FILE, else in the cache dir (None: a relative one, no cache: memory only)
             registry = open_spec_dirs(config, cache_path_in(environ, runtime_cache.cache_dir(environ)))
             for problem in registry.problems:
@@ -87,16 +91,65 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
                              request, config, open_registry)
     log.info("container %s asks for %s (%s): mode %s", command.container_id,
              ",".join(request.devices) or "none", request.where, mode)
+    edits = checks = None
     if mode == "cdi":
-        new = modes.apply_cdi(oci, request, config, open_registry())
+        cdi_edits = modes.cdi_edits(request, config, open_registry())
+        checks = spec_checks + [create_cache.check_line(n.host_path or n.path) for n in cdi_edits.device_nodes]
+        new = modes.drop_legacy_hooks(modes.apply_edits(oci, cdi_edits))
+        edits = modes.apply_edits(create_cache.empty_spec(oci), cdi_edits)
     elif mode == "jit-cdi":
         new = modes.apply_jit_cdi(oci, request, config, environ, launcher_exe)
     elif mode == "legacy":
-        new = modes.apply_legacy(oci, modes.find_hook(config, environ, launcher_exe), environ)
+        hook_path = modes.find_hook(config, environ, launcher_exe)
+        checks = [create_cache.check_line(hook_path)]
+        new = modes.apply_legacy(oci, hook_path, environ)
+        edits = {"hooks": {"prestart": [modes.legacy_hook_entry(hook_path, environ)]}}
     else:
         raise ShimError(f"mode {mode!r} is not supported by this runtime", "nvidia-container-runtime.mode")
     if new != oci:
         write_spec(bundle, new)
+    if edits is not None and launcher_exe and not log.warned:
+        record_create(program, config, environ, launcher_exe, identity, view, oci, mode, checks, edits)
+
+
+def spec_dir_checks(config) -> list[str]:
+    """The identities of the spec dirs and of every spec file in them (create_cache.check_line)."""
+    from cdi.registry import SPEC_SUFFIXES
+    from runtime_shim.create_cache import check_line
+
+    checks = []
+    for directory in config.cdi.spec_dirs:
+        checks.append(check_line(directory))
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        checks += [check_line(os.path.join(directory, n)) for n in names if n.endswith(SPEC_SUFFIXES)]
+    return checks
+
+
+def record_create(program: str, config, environ: dict[str, str], launcher_exe: str, identity: str | None,
+                  view: dict, oci: dict, mode: str, checks: list[str], edits: dict) -> None:
+    """Write the create cache entry of this request (runtime_shim.create_cache), if what the edits came
+    from is still as it was before it was read."""
+    from runtime_shim import create_cache
+
+    lines = create_cache.edit_lines(edits)
+    if lines is None:
+        return
+    if mode == "cdi":
+        lines.append("drop-nvidia-prestart")
+    else:
+        lines.append("unless-nvidia-prestart")
+    try:   # each still as it was before it was read
+        now = [create_cache.check_line(line.split(" ", 8)[-1] if line.startswith("check ") else line[len("absent "):])
+               for line in checks]
+    except OSError:
+        return
+    if now != checks:
+        return
+    key = create_cache.key_lines(view, oci, program, launcher_exe, environ)
+    create_cache.write_entry(environ, runtime_cache.config_path_string(environ), identity, key, mode, checks, lines)
 
 
 def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> str:
@@ -118,10 +171,10 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
     debug_log = config.nvidia_container_runtime.debug
     runtime_cache.write_cache(environ, identity, runtime,
                               debug_log if debug_log and debug_log != "/dev/null" else None,
-                              runtime_cache.request_markers(config))
+                              runtime_cache.request_markers(config), runtime_cache.key_rules(config))
     log.debug("argv %s: command %s, low-level runtime %s", args, command.command, runtime)
     if command.modify:
-        modify_bundle(program, command, config, environ, launcher_exe)
+        modify_bundle(program, command, config, environ, launcher_exe, identity)
     elif command.error:
         log.debug("not modified, runc will refuse the command line: %s", command.error)
     return runtime

@@ -97,21 +97,27 @@ def drop_legacy_hooks(oci: dict) -> dict:
     return oci
 
 
-def apply_cdi(oci: dict, request: DeviceRequest, config: Config, registry) -> dict:
-    from cdi.registry import inject_devices
-
+def cdi_edits(request: DeviceRequest, config: Config, registry):
+    """The CDI edits of the request: its devices' from the spec dirs (bare ids get the default kind)."""
     kind = config.cdi.default_kind
     if request.devices:
-        result = inject_devices(oci, request.cdi_device_names(kind), registry)
-    else:  # "none": the driver files without any GPU, i.e. the common edits of the generated spec
-        everything = registry.devices.get(f"{kind}=all")
-        if everything is None:
-            raise RequestError(f"NVIDIA_VISIBLE_DEVICES=none needs a spec defining {kind}=all",
-                               "spec dirs " + ", ".join(registry.spec_dirs))
-        from cdi.apply import apply_edits
+        return registry.edits_for(request.cdi_device_names(kind))
+    # "none": the driver files without any GPU, i.e. the common edits of the generated spec
+    everything = registry.devices.get(f"{kind}=all")
+    if everything is None:
+        raise RequestError(f"NVIDIA_VISIBLE_DEVICES=none needs a spec defining {kind}=all",
+                           "spec dirs " + ", ".join(registry.spec_dirs))
+    return everything.spec.container_edits
 
-        result = apply_edits(oci, everything.spec.container_edits)
-    return drop_legacy_hooks(result)
+
+def apply_edits(oci: dict, edits) -> dict:
+    from cdi.apply import apply_edits as apply
+
+    return apply(oci, edits)
+
+
+def apply_cdi(oci: dict, request: DeviceRequest, config: Config, registry) -> dict:
+    return drop_legacy_hooks(apply_edits(oci, cdi_edits(request, config, registry)))
 
 
 def apply_jit_cdi(oci: dict, request: DeviceRequest, config: Config, environ: dict[str, str],

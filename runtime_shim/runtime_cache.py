@@ -11,6 +11,8 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
     runtime <absolute path of the low-level runtime>
     debug-log <path>                                         (only when the config sets a debug log)
     request-marker <string>                                  (one line each, see request_markers)
+    key-env-prefix / key-env-name / key-annotation-prefix / key-mount-prefix <string>
+                                     which config.json members make a request's key (create_cache.key_rules)
 
 The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
 view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
@@ -107,6 +109,13 @@ def request_markers(config) -> list[str]:
     return list(dict.fromkeys(markers))
 
 
+def key_rules(config) -> list[tuple[str, str]]:
+    """The create cache's key rules (runtime_shim.create_cache.key_rules), imported only here."""
+    from runtime_shim.create_cache import key_rules as rules
+
+    return rules(config)
+
+
 def search_dirs(path: str) -> list[tuple[str, str]] | None:
     """(mtime ns or "-1", dir) for each PATH directory; None when one is relative or unreadable."""
     dirs = []
@@ -123,7 +132,7 @@ def search_dirs(path: str) -> list[tuple[str, str]] | None:
 
 
 def render(config: str, identity: str, path: str, runtime: str, debug_log: str | None,
-           markers: list[str] = ()) -> str | None:
+           markers: list[str] = (), rules: list[tuple[str, str]] = ()) -> str | None:
     """The cache text, or None when it cannot be written (a value not on one line, a relative PATH dir)."""
     dirs = search_dirs(path)
     if dirs is None:
@@ -133,14 +142,16 @@ def render(config: str, identity: str, path: str, runtime: str, debug_log: str |
     if debug_log:
         fields.append(("debug-log", debug_log))
     fields += [("request-marker", m) for m in markers]
+    fields += list(rules)
     if any("\n" in value or "\0" in value or not value for _, value in fields):
         return None
     return "\n".join([MAGIC, *(f"{key} {value}" for key, value in fields)]) + "\n"
 
 
-def read_cache_text(path: str) -> str | None:
+def read_cache_text(path: str, magic: str = MAGIC) -> str | None:
     """The text of a cache file the launcher would trust (a regular file, not a symlink, owned by our
     euid, writable by no one else, starting with the magic line); None otherwise."""
+    limit = MAX_CACHE_BYTES if magic == MAGIC else 1 << 20   # a create cache: create_cache.MAX_CACHE_BYTES
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -148,27 +159,27 @@ def read_cache_text(path: str) -> str | None:
     try:
         st = os.fstat(fd)
         if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
-                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_size >= MAX_CACHE_BYTES):
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_size >= limit):
             return None
-        text = os.read(fd, MAX_CACHE_BYTES).decode("utf-8")
+        text = os.read(fd, limit).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     finally:
         os.close(fd)
-    return text if text.startswith(MAGIC + "\n") else None
+    return text if text.startswith(magic + "\n") else None
 
 
-def read_cache(path: str) -> dict[str, list[str]]:
+def read_cache(path: str, magic: str = MAGIC) -> dict[str, list[str]]:
     """The fields of a trusted cache file, each key with its values in order; {} if there is none."""
     fields: dict[str, list[str]] = {}
-    for line in (read_cache_text(path) or "").splitlines()[1:]:
+    for line in (read_cache_text(path, magic) or "").splitlines()[1:]:
         key, _, value = line.partition(" ")
         fields.setdefault(key, []).append(value)
     return fields
 
 
 def write_cache(environ: dict[str, str], identity_before: str | None, runtime: str, debug_log: str | None,
-                markers: list[str] = ()) -> None:
+                markers: list[str] = (), rules: list[tuple[str, str]] = ()) -> None:
     """Record runtime (and the request markers) for the launcher, if the config file is still the one
     that was read (identity_before, taken before reading it). A cache that cannot be written only
     costs speed."""
@@ -178,7 +189,7 @@ def write_cache(environ: dict[str, str], identity_before: str | None, runtime: s
     target = cache_file(environ)
     if target is None:
         return
-    text = render(config, identity_before, search_path(environ), runtime, debug_log, markers)
+    text = render(config, identity_before, search_path(environ), runtime, debug_log, markers, rules)
     if text is None or read_cache_text(target) == text:
         return
     directory = os.path.dirname(target)
@@ -211,14 +222,14 @@ def prune_stale(directory: str, keep: str) -> None:
     config path would otherwise pile up, e.g. for configs in temp dirs. Runs only when a cache was
     just written, which is rare; a file another process still wants is merely rewritten."""
     try:
-        names = [n for n in os.listdir(directory) if n.startswith("runtime-") and n.endswith(".cache")]
+        names = [n for n in os.listdir(directory) if n.startswith(("runtime-", "create-")) and n.endswith(".cache")]
     except OSError:
         return
     for name in names:
         path = os.path.join(directory, name)
         if path == keep:
             continue
-        fields = read_cache(path)
+        fields = read_cache(path, MAGIC if name.startswith("runtime-") else "gct-create-cache 1")
         config, identity = fields.get("config", [None])[0], fields.get("identity", [None])[0]
         if config and identity and identity != "missing" and config_identity(config) == "missing":
             try:

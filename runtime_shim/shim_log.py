@@ -34,6 +34,7 @@ class ShimLog:
         self.runc_path: str | None = None
         self.runc_format = "text"
         self.held: list[tuple[int, str]] | None = None   # records before configure(); None: not holding
+        self.warned = False   # a warning (or worse) was logged: such a create is not cached (create_cache)
 
     def hold(self, program: str) -> None:
         """Keep records until configure() says where they go (main.main, before the config is read)."""
@@ -59,6 +60,7 @@ class ShimLog:
         return self.debug_path is not None
 
     def emit(self, level: int, message: str) -> None:
+        self.warned = self.warned or level >= WARNING
         if self.held is not None:
             self.held.append((level, message))
             return

@@ -1,0 +1,192 @@
+"""The create cache: what the C launcher needs to edit a GPU container's config.json without Python.
+
+A GPU container's `create` through Python costs an interpreter start (~15-20 ms here); the same request
+again, on the same config, specs and driver nodes, gets the same edits. So after Python has edited a
+config.json in `cdi` or `legacy` mode it records, per request, in
+`<cache dir>/create-<fnv1a64(config path)>-<fnv1a64(key)>.cache`:
+
+    gct-create-cache 1
+    config <config path>                 identity <its identity>   (as in the runtime cache)
+    key <line>                           the request's key, line by line (key_lines)
+    mode cdi|legacy
+    check <dev> <ino> <size> <mtime_ns> <ctime_ns> <mode> <rdev> <path>   what the edits came from:
+    absent <path>                        spec dirs and files, host device nodes, the prestart hook
+    env <JSON string>                    the edits, as cdi.apply leaves them on an empty spec:
+    device <path>\\t<JSON object>         process.env, linux.devices, linux.resources.devices, mounts,
+    rule <JSON object>                   hooks (by name), ready to insert
+    mount <destination>\\t<JSON object>
+    hook <hook name>\\t<JSON object>
+    drop-nvidia-prestart                 (cdi) modes.drop_legacy_hooks after the edits
+    unless-nvidia-prestart               (legacy) no change when the hook is there already
+
+The launcher (libcontainer_c/create_fastpath.c) builds the key from config.json and edits it only when a
+file for that key exists, is ours (the runtime cache's trust rules), names the same config identity and
+every check still holds; anything else starts Python.
+
+Why the key decides the request: the shim resolves every request from request_view(oci), which holds
+exactly the members key_lines writes (the request's env variables, annotations and device-list mounts,
+CAP_SYS_ADMIN), so two config.json with the same key get the same request by construction. The rules
+naming those members (which env names, prefixes) are written into the runtime cache (key_rules), so the
+C side has no list of its own. The key also holds what else picks the mode and the edits: the program
+name, the launcher's path (the legacy hook is looked for beside it), the environment the hook entry
+copies, and the process user (device nodes are given to it). jit-cdi reads the driver at every create
+and is never cached; nor is a request that logged a warning (it must be seen each time).
+"""
+from __future__ import annotations
+
+import os
+
+from cdi import json_codec
+from cdi.request import DEVICE_LIST_MOUNT_ROOT, is_privileged
+from runtime_shim import runtime_cache
+from runtime_shim.modes import HOOK_ENV_KEYS, _is_nvidia_hook
+from runtime_shim.shim_log import log
+
+MAGIC = "gct-create-cache 1"
+MAX_CACHE_BYTES = 1 << 20        # the launcher's read buffer
+ENV_PREFIX = "NVIDIA_"           # every variable cdi.request reads but CUDA_VERSION and the swarm names
+ENV_NAMES = ("CUDA_VERSION",)
+# the caller's variables the key holds: those the legacy hook entry copies, and the spec cache's file
+KEY_ENVIRON = (*HOOK_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE")
+CACHED_MODES = ("cdi", "legacy")
+
+
+def env_names(config) -> tuple[str, ...]:
+    return (*ENV_NAMES, *(v.strip() for v in config.swarm_resource.split(",") if v.strip()))
+
+
+def key_rules(config) -> list[tuple[str, str]]:
+    """The runtime cache's lines that tell the launcher which members make the key."""
+    rules = [("key-env-prefix", ENV_PREFIX)] + [("key-env-name", n) for n in env_names(config)]
+    rules += [("key-annotation-prefix", p) for p in config.cdi.annotation_prefixes]
+    return rules + [("key-mount-prefix", DEVICE_LIST_MOUNT_ROOT)]
+
+
+def _relevant_env(entry: str, names: tuple[str, ...]) -> bool:
+    name = entry.partition("=")[0]
+    return name.startswith(ENV_PREFIX) or name in names
+
+
+def request_view(oci: dict, config) -> dict:
+    """The members of config.json cdi.request reads, and nothing else (see the module docstring)."""
+    names = env_names(config)
+    process = oci.get("process") or {}
+    env = [e for e in process.get("env") or [] if isinstance(e, str) and _relevant_env(e, names)]
+    annotations = {k: v for k, v in (oci.get("annotations") or {}).items()
+                   if any(k.startswith(p) for p in config.cdi.annotation_prefixes)}
+    mounts = [m for m in oci.get("mounts") or []
+              if isinstance(m.get("destination"), str) and m["destination"].startswith(DEVICE_LIST_MOUNT_ROOT)]
+    bounding = ["CAP_SYS_ADMIN"] if is_privileged(oci) else []
+    return {"process": {"env": env, "capabilities": {"bounding": bounding}}, "annotations": annotations,
+            "mounts": [{k: m[k] for k in ("destination", "source") if k in m} for m in mounts]}
+
+
+def key_lines(view: dict, oci: dict, program: str, launcher_exe: str, environ: dict[str, str]) -> list[str]:
+    """The key, as create_fastpath.c's request_key writes it."""
+    lines = [f"program {program}", f"exe {launcher_exe}"]
+    lines += [f"environ {k}={environ[k]}" for k in KEY_ENVIRON if environ.get(k)]
+    lines += [f"env {e}" for e in view["process"]["env"]]
+    lines += [f"annotation {k}\t{v}" for k, v in view["annotations"].items()]
+    for m in view["mounts"]:
+        source = m.get("source")
+        lines.append(f"mount {m['destination']}" + (f"\t{source}" if isinstance(source, str) else ""))
+    lines.append(f"privileged {1 if view['process']['capabilities']['bounding'] else 0}")
+    user = (oci.get("process") or {}).get("user") or {}
+    ids = [user.get(k) for k in ("uid", "gid")]
+    lines.append("user " + " ".join("-" if v is None else str(v) for v in ids))
+    return lines
+
+
+def check_line(path: str) -> str:
+    """What the launcher compares: the stat identity of path, or its absence. OSError otherwise."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"absent {path}"
+    return (f"check {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_mode} "
+            f"{st.st_rdev} {path}")
+
+
+def _raw(text: str) -> bool:
+    """Written in JSON as it is (no escape): the launcher compares such texts byte for byte."""
+    return json_codec.dumps_compact(text) == f'"{text}"'
+
+
+def edit_lines(edited: dict) -> list[str] | None:
+    """The cache's edit lines from the edits applied to an empty spec (edits_on_empty); None when the
+    launcher could not apply them as cdi.apply does."""
+    lines = []
+    for entry in (edited.get("process") or {}).get("env") or []:
+        if not _raw(entry.partition("=")[0]):
+            return None
+        lines.append("env " + json_codec.dumps_compact(entry))
+    linux = edited.get("linux") or {}
+    if set(linux) - {"devices", "resources"} or set(linux.get("resources") or {}) - {"devices"}:
+        return None   # intelRdt, netDevices: not done by the launcher
+    for device in linux.get("devices") or []:
+        if not _raw(device["path"]):
+            return None
+        lines.append(f"device {device['path']}\t{json_codec.dumps_compact(device)}")
+    lines += ["rule " + json_codec.dumps_compact(r) for r in (linux.get("resources") or {}).get("devices") or []]
+    for mount in edited.get("mounts") or []:
+        if not _raw(mount["destination"]):
+            return None
+        lines.append(f"mount {mount['destination']}\t{json_codec.dumps_compact(mount)}")
+    for name, hooks in (edited.get("hooks") or {}).items():
+        for hook in hooks:
+            if _is_nvidia_hook(hook):
+                return None   # drop_legacy_hooks would judge an added hook too: Python does that
+            lines.append(f"hook {name}\t{json_codec.dumps_compact(hook)}")
+    if set(edited) - {"process", "linux", "mounts", "hooks"} or set(edited.get("process") or {}) - {"env", "user"}:
+        return None   # additionalGids and whatever else: Python only
+    if any("\n" in line for line in lines):
+        return None
+    return lines
+
+
+def empty_spec(oci: dict) -> dict:
+    """A spec with only config.json's process user (device nodes are given to it)."""
+    user = (oci.get("process") or {}).get("user") or {}
+    kept = {k: user[k] for k in ("uid", "gid") if k in user}
+    return {"process": {"user": kept}} if kept else {}
+
+
+def write_entry(environ: dict[str, str], config_path: str, identity: str | None, key: list[str], mode: str,
+                checks: list[str], edits: list[str]) -> None:
+    """Write the cache file for key. Best effort: a cache that cannot be written only costs speed."""
+    directory = runtime_cache.cache_dir(environ)
+    if directory is None or identity is None or runtime_cache.config_identity(config_path) != identity:
+        return
+    key_text = "".join(line + "\n" for line in key)
+    fields = [("config", config_path), ("identity", identity), *(("key", line) for line in key), ("mode", mode)]
+    body = [f"{k} {v}" for k, v in fields] + checks + edits
+    if any("\n" in line or "\0" in line for line in body):
+        return
+    text = "\n".join([MAGIC, *body]) + "\n"
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) >= MAX_CACHE_BYTES:
+        return
+    name = (f"create-{runtime_cache.fnv1a64(config_path):016x}-"
+            f"{runtime_cache.fnv1a64(key_text):016x}.cache")
+    target = os.path.join(directory, name)
+    tmp = None
+    try:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        tmp = os.path.join(directory, f".create-cache.{os.getpid()}.{os.urandom(4).hex()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fchmod(fd, 0o644)  # whatever the umask: the launcher refuses group/other-writable files
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        tmp = None
+        log.debug("create cache written: %s", target)
+    except OSError as exc:
+        log.debug("cannot write the create cache %s: %s", target, exc)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
