@@ -112,9 +112,9 @@ def _raw(text: str) -> bool:
     return json_codec.dumps_compact(text) == f'"{text}"'
 
 
-def edit_lines(edited: dict) -> list[str] | None:
-    """The cache's edit lines from the edits applied to an empty spec (edits_on_empty); None when the
-    launcher could not apply them as cdi.apply does."""
+def edit_lines(edited: dict, mode: str) -> list[str] | None:
+    """The cache's edit lines from the edits applied to an empty spec (empty_spec); None when the
+    launcher could not apply them as cdi.apply (and, in cdi mode, drop_legacy_hooks) does."""
     lines = []
     for entry in (edited.get("process") or {}).get("env") or []:
         if not _raw(entry.partition("=")[0]):
@@ -134,7 +134,7 @@ def edit_lines(edited: dict) -> list[str] | None:
         lines.append(f"mount {mount['destination']}\t{json_codec.dumps_compact(mount)}")
     for name, hooks in (edited.get("hooks") or {}).items():
         for hook in hooks:
-            if _is_nvidia_hook(hook):
+            if mode == "cdi" and _is_nvidia_hook(hook):
                 return None   # drop_legacy_hooks would judge an added hook too: Python does that
             lines.append(f"hook {name}\t{json_codec.dumps_compact(hook)}")
     if set(edited) - {"process", "linux", "mounts", "hooks"} or set(edited.get("process") or {}) - {"env", "user"}:

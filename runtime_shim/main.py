@@ -134,7 +134,7 @@ def record_create(program: str, config, environ: dict[str, str], launcher_exe: s
     from is still as it was before it was read."""
     from runtime_shim import create_cache
 
-    lines = create_cache.edit_lines(edits)
+    lines = create_cache.edit_lines(edits, mode)
     if lines is None:
         return
     if mode == "cdi":

@@ -114,3 +114,33 @@ def make_bundle(path: Path, spec: dict, mode: int = 0o644) -> Path:
     (path / "config.json").write_text(json.dumps(spec, indent=1))
     os.chmod(path / "config.json", mode)
     return path
+
+
+KIND = "nvidia.com/gpu"
+DOCKER_HOOK = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"],
+               "env": ["PATH=/usr/bin"]}
+
+
+def make_cdi_shim_env(root: Path, bindir: Path) -> ShimEnv:
+    """A shim in cdi mode with a spec dir holding devices 0, 1, GPU-abc and all (nodes on /dev/null and
+    /dev/zero) and common edits (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidiactl, one library mount)."""
+    from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec, write_spec
+
+    env = make_shim_env(root, bindir)
+    spec_dir = root / "cdi"
+    spec_dir.mkdir()
+    host_file = root / "libfake.so"
+    host_file.write_text("x")
+    common = ContainerEdits(env=["NVIDIA_VISIBLE_DEVICES=void"],
+                            device_nodes=[DeviceNode(path="/dev/nvidiactl", host_path="/dev/null")],
+                            mounts=[Mount(host_path=str(host_file), container_path="/usr/lib/libfake.so",
+                                          options=["ro", "nosuid", "nodev", "bind"])])
+    devices = [Device(name=n, container_edits=ContainerEdits(device_nodes=[DeviceNode(path=f"/dev/nvidia{m}",
+                                                                                      host_path="/dev/zero")]))
+               for n, m in (("0", 0), ("1", 1), ("GPU-abc", 1))]
+    devices.append(Device(name="all", container_edits=ContainerEdits(device_nodes=[
+        DeviceNode(path="/dev/nvidia0", host_path="/dev/zero"), DeviceNode(path="/dev/nvidia1", host_path="/dev/zero")])))
+    write_spec(Spec(kind=KIND, devices=devices, container_edits=common), spec_dir / "nvidia.json")
+    env.spec_dir = spec_dir
+    env.write_config(f'mode = "cdi"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{spec_dir}"]\n')
+    return env

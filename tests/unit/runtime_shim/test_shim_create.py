@@ -8,33 +8,13 @@ import os
 
 import pytest
 
-from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec, write_spec
 from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
-    bindir, make_bundle, make_shim_env, minimal_spec)
-
-KIND = "nvidia.com/gpu"
-DOCKER_HOOK = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"],
-               "env": ["PATH=/usr/bin"]}
+    DOCKER_HOOK, KIND, bindir, make_bundle, make_cdi_shim_env, minimal_spec)
 
 
 @pytest.fixture
 def shim(tmp_path, bindir):
-    env = make_shim_env(tmp_path, bindir)
-    spec_dir = tmp_path / "cdi"
-    spec_dir.mkdir()
-    host_file = tmp_path / "libfake.so"
-    host_file.write_text("x")
-    common = ContainerEdits(env=["NVIDIA_VISIBLE_DEVICES=void"], device_nodes=[DeviceNode(path="/dev/nvidiactl", host_path="/dev/null")],
-                            mounts=[Mount(host_path=str(host_file), container_path="/usr/lib/libfake.so",
-                                          options=["ro", "nosuid", "nodev", "bind"])])
-    devices = [Device(name=n, container_edits=ContainerEdits(device_nodes=[DeviceNode(path=f"/dev/nvidia{m}", host_path="/dev/zero")]))
-               for n, m in (("0", 0), ("1", 1), ("GPU-abc", 1))]
-    devices.append(Device(name="all", container_edits=ContainerEdits(device_nodes=[
-        DeviceNode(path="/dev/nvidia0", host_path="/dev/zero"), DeviceNode(path="/dev/nvidia1", host_path="/dev/zero")])))
-    write_spec(Spec(kind=KIND, devices=devices, container_edits=common), spec_dir / "nvidia.json")
-    env.spec_dir = spec_dir
-    env.write_config(f'mode = "cdi"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{spec_dir}"]\n')
-    return env
+    return make_cdi_shim_env(tmp_path, bindir)
 
 
 def create(shim, bundle, *extra, program="nvidia-container-runtime", env=None):
