@@ -163,7 +163,7 @@ def test_config_json(profile, figures, tmp_path, spec_dir, monkeypatch):
         program, data = case
         (bundle / "config.json").write_bytes(data)
         try:
-            modify_bundle(program, command, config, environ, None)
+            modify_bundle(program, command, config, environ, None, None)
         finally:
             oci, _ = load_container_config(str(bundle))
             accepted = use_request(oci, config)
