@@ -128,6 +128,78 @@ def test_runc_argv_in_the_launcher(profile, figures, tmp_path):
     fuzz(target, strategies.runc_argv.map(lambda args: [a.replace("\0", "") for a in args]), profile, figures)
 
 
+def test_config_json_in_the_launcher(profile, figures, tmp_path, spec_dir, monkeypatch):
+    """The launcher's own reading and editing of config.json (C, create_fastpath.c: a GPU container's
+    create from the create cache). The request {NVIDIA_VISIBLE_DEVICES=1} is cached first; then every
+    case runs through launchers whose interpreter is /bin/false, so a create the launcher leaves to
+    Python exits 1 with config.json untouched byte for byte, and one it edits execs the runtime
+    (/bin/true) and must have written what Python's rewrite gives for the same bytes. Half the cases
+    keep the cached request's members and vary the rest (so the edits are applied), half are any
+    config.json; the launcher must never crash."""
+    from libcontainer_c import install_launchers
+    from tests.unit.runtime_shim.shim_env import install_shim, make_shim_env
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    install_shim(bindir)
+    shim = make_shim_env(tmp_path, bindir)
+    shim.write_config(f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{spec_dir}"]\n', runtimes=["/bin/true"])
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    cached = {"ociVersion": "1.0.2", "process": {"env": ["NVIDIA_VISIBLE_DEVICES=1"], "user": {"uid": 0, "gid": 0}},
+              "root": {"path": "rootfs"}}
+    (bundle / "config.json").write_text(json.dumps(cached))
+    argv = ["--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "fuzz"]
+    assert shim.run(*argv).returncode == 0 and list(shim.cache_dir.glob("create-*.cache"))
+    install_launchers.install(bindir, "/bin/false")   # the same paths (the key names the launcher's)
+
+    config = load_config(str(shim.config), {})
+    command = parse_runc_argv(argv)
+    written = []
+    monkeypatch.setattr(bundle_spec, "write_spec", lambda _bundle, document: written.append(document))
+
+    def python_rewrite(data: bytes):
+        written.clear()
+        (bundle / "config.json").write_bytes(data)
+        modify_bundle("nvidia-container-runtime", command, config, shim.env(), None, None)
+        return written[0] if written else json_codec.loads(data)
+
+    def target(data):
+        (bundle / "config.json").write_bytes(data)
+        result = subprocess.run([str(shim.shim), *argv], env=shim.env(), capture_output=True,
+                                stdin=subprocess.DEVNULL, timeout=60)
+        assert result.returncode in (0, 1), f"the launcher ended with {result.returncode}: {result.stderr!r}"
+        after = (bundle / "config.json").read_bytes()
+        if result.returncode == 1 or after == data:   # left to Python (here /bin/false), or no request at all
+            assert after == data
+            return False
+        try:
+            expected = python_rewrite(data)
+        except Exception as exc:   # a one-line error of Python's must not count as "refused" here
+            raise AssertionError(f"the launcher edited a config.json Python refuses ({exc}): {data!r}") from None
+        assert json_codec.loads(after) == expected, data
+        return True
+
+    def keep_request(document: dict) -> dict:
+        """document with the cached request's members (and nothing that would make another request)."""
+        process = document.get("process") if isinstance(document.get("process"), dict) else {}
+        env = [e for e in process.get("env") or [] if isinstance(e, str) and not e.startswith(("NVIDIA_", "CUDA_"))]
+        document["process"] = {**process, "env": env + ["NVIDIA_VISIBLE_DEVICES=1"], "user": {"uid": 0, "gid": 0},
+                               "capabilities": {"bounding": []}}
+        if isinstance(document.get("annotations"), dict):
+            document["annotations"] = {k: v for k, v in document["annotations"].items()
+                                       if not (isinstance(k, str) and k.startswith("cdi.k8s.io/"))}
+        if isinstance(document.get("mounts"), list):
+            document["mounts"] = [m for m in document["mounts"] if not isinstance(m, dict)
+                                  or not str(m.get("destination")).startswith("/var/run/nvidia-container-devices/")]
+        return document
+
+    # not ASCII-escaped: a JSON escape (a backslash) sends every create to Python
+    hits = strategies.oci_configs().map(keep_request).map(
+        lambda d: json.dumps(d, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    fuzz(target, strategies.st.one_of(hits, strategies.config_json_bytes), profile, figures)
+
+
 def test_oci_state(profile, figures, tmp_path):
     bundle = tmp_path / "bundle"
     (bundle / "rootfs").mkdir(parents=True)
