@@ -47,6 +47,15 @@ static void entries_remove(struct entries *list, const char *match, size_t len)
     list->n = kept;
 }
 
+/* cdi.apply's rule for device nodes and mounts: each added one replaces every one of its path, last. */
+static void entries_replace(struct entries *list, const struct entries *adds)
+{
+    for (size_t i = 0; i < adds->n; i++) {
+        entries_remove(list, adds->e[i].match, adds->e[i].match_len);
+        entries_add(list, adds->e[i]);
+    }
+}
+
 static void entries_write(struct buf *out, const struct entries *list)
 {
     buf_add(out, "[", 1);
@@ -262,22 +271,28 @@ static int write_process(struct apply *a, struct span v, struct buf *out)
     return rewrite_object(a, v, rw, 1, out);
 }
 
+/* The list v with the cache's line_key edits: each replaces every item whose member has its path, and
+ * goes last (cdi.apply's rule for device nodes and mounts). -1: failure (list freed by the caller). */
+static int replaced(struct apply *a, struct span v, const char *member, const char *line_key, struct entries *list)
+{
+    struct entries adds = { 0 };
+    struct edit_lines lines = { &adds, 1, 0 };
+    int r = existing(a->doc, v, member, list) || each_line(a->cache, line_key, add_edit_line, &lines) || adds.failed
+                ? -1
+                : 0;
+    if (r == 0)
+        entries_replace(list, &adds);
+    free(adds.e);
+    return r || list->failed ? -1 : 0;
+}
+
 static int write_devices(struct apply *a, struct span v, struct buf *out)
 {
-    struct entries list = { 0 }, adds = { 0 };
-    struct edit_lines lines = { &adds, 1, 0 };
-    int r = -1;
-    if (existing(a->doc, v, "path", &list) || each_line(a->cache, "device", add_edit_line, &lines) || adds.failed)
-        goto out;
-    for (size_t i = 0; i < adds.n; i++) {   /* apply_device_nodes: the one of that path goes, the new one last */
-        entries_remove(&list, adds.e[i].match, adds.e[i].match_len);
-        entries_add(&list, adds.e[i]);
-    }
-    entries_write(out, &list);
-    r = list.failed ? -1 : 1;
-out:
+    struct entries list = { 0 };
+    int r = replaced(a, v, "path", "device", &list) ? -1 : REWRITE_WROTE;   /* apply_device_nodes */
+    if (r > 0)
+        entries_write(out, &list);
     free(list.e);
-    free(adds.e);
     return r;
 }
 
@@ -311,17 +326,9 @@ static int write_linux(struct apply *a, struct span v, struct buf *out)
 
 static int write_mounts(struct apply *a, struct span v, struct buf *out)
 {
-    struct entries list = { 0 }, adds = { 0 };
-    struct edit_lines lines = { &adds, 1, 0 };
+    struct entries list = { 0 };
     int r = -1;
-    if (existing(a->doc, v, "destination", &list) || each_line(a->cache, "mount", add_edit_line, &lines) ||
-        adds.failed)
-        goto out;
-    for (size_t i = 0; i < adds.n; i++) {   /* apply_mounts: the one of that destination goes, the new one last */
-        entries_remove(&list, adds.e[i].match, adds.e[i].match_len);
-        entries_add(&list, adds.e[i]);
-    }
-    if (list.failed)
+    if (replaced(a, v, "destination", "mount", &list))   /* apply_mounts, then the sort */
         goto out;
     for (size_t i = 0; i < list.n; i++)   /* a mount without a destination sorts as "" does: depth 1 */
         list.e[i].depth = list.e[i].match ? path_depth(list.e[i].match, list.e[i].match_len) : 1;
@@ -335,10 +342,9 @@ static int write_mounts(struct apply *a, struct span v, struct buf *out)
         list.e[j] = e;
     }
     entries_write(out, &list);
-    r = 1;
+    r = REWRITE_WROTE;
 out:
     free(list.e);
-    free(adds.e);
     return r;
 }
 

@@ -168,25 +168,4 @@ def write_entry(environ: dict[str, str], config_path: str, identity: str | None,
         return
     name = (f"create-{runtime_cache.fnv1a64(config_path):016x}-"
             f"{runtime_cache.fnv1a64(key_text):016x}.cache")
-    target = os.path.join(directory, name)
-    tmp = None
-    try:
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        tmp = os.path.join(directory, f".create-cache.{os.getpid()}.{os.urandom(4).hex()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fchmod(fd, 0o644)  # whatever the umask: the launcher refuses group/other-writable files
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-        tmp = None
-        log.debug("create cache written: %s", target)
-    except OSError as exc:
-        log.debug("cannot write the create cache %s: %s", target, exc)
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    runtime_cache.write_cache_file(os.path.join(directory, name), data, ".create-cache")

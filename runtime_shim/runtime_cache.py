@@ -192,23 +192,32 @@ def write_cache(environ: dict[str, str], identity_before: str | None, runtime: s
     text = render(config, identity_before, search_path(environ), runtime, debug_log, markers, rules)
     if text is None or read_cache_text(target) == text:
         return
+    if write_cache_file(target, text.encode("utf-8"), ".runtime-cache"):
+        prune_stale(os.path.dirname(target), keep=target)
+
+
+def write_cache_file(target: str, data: bytes, temp_prefix: str) -> bool:
+    """Replace target with data (a temp file beside it, mode 0644 whatever the umask: the launcher
+    refuses group/other-writable files, then a rename). Best effort: False, and a debug line, if not."""
     directory = os.path.dirname(target)
     tmp = None
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        name = os.path.join(directory, f".runtime-cache.{os.getpid()}.{os.urandom(4).hex()}")
+        name = os.path.join(directory, f"{temp_prefix}.{os.getpid()}.{os.urandom(4).hex()}")
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         tmp = name
         try:
-            os.write(fd, text.encode("utf-8"))
-            os.fchmod(fd, 0o644)  # whatever the umask: the launcher refuses group/other-writable files
+            os.write(fd, data)
+            os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
         os.replace(tmp, target)
         tmp = None
-        prune_stale(directory, keep=target)
+        log.debug("cache written: %s", target)
+        return True
     except OSError as exc:
-        log.debug("cannot write the passthrough cache %s: %s", target, exc)
+        log.debug("cannot write the cache %s: %s", target, exc)
+        return False
     finally:
         if tmp is not None:
             try:
