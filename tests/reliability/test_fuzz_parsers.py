@@ -183,7 +183,8 @@ def test_config_json_in_the_launcher(profile, figures, tmp_path, spec_dir, monke
     def keep_request(document: dict) -> dict:
         """document with the cached request's members (and nothing that would make another request)."""
         process = document.get("process") if isinstance(document.get("process"), dict) else {}
-        env = [e for e in process.get("env") or [] if isinstance(e, str) and not e.startswith(("NVIDIA_", "CUDA_"))]
+        env = process.get("env") if isinstance(process.get("env"), list) else []
+        env = [e for e in env if isinstance(e, str) and not e.startswith(("NVIDIA_", "CUDA_"))]
         document["process"] = {**process, "env": env + ["NVIDIA_VISIBLE_DEVICES=1"], "user": {"uid": 0, "gid": 0},
                                "capabilities": {"bounding": []}}
         if isinstance(document.get("annotations"), dict):
