@@ -44,6 +44,7 @@ from runtime_shim.shim_log import log
 
 MAGIC = "gct-create-cache 1"
 MAX_CACHE_BYTES = 1 << 20        # the launcher's read buffer
+MAX_ENTRIES = 256                # create cache files kept per config (prune_oldest)
 ENV_PREFIX = "NVIDIA_"           # every variable cdi.request reads but CUDA_VERSION and the swarm names
 ENV_NAMES = ("CUDA_VERSION",)
 # the caller's variables the key holds: those the legacy hook entry copies, and the spec cache's file
@@ -166,6 +167,30 @@ def write_entry(environ: dict[str, str], config_path: str, identity: str | None,
     data = text.encode("utf-8", "surrogateescape")
     if len(data) >= MAX_CACHE_BYTES:
         return
-    name = (f"create-{runtime_cache.fnv1a64(config_path):016x}-"
-            f"{runtime_cache.fnv1a64(key_text):016x}.cache")
-    runtime_cache.write_cache_file(os.path.join(directory, name), data, ".create-cache")
+    prefix = f"create-{runtime_cache.fnv1a64(config_path):016x}-"
+    name = f"{prefix}{runtime_cache.fnv1a64(key_text):016x}.cache"
+    if runtime_cache.write_cache_file(os.path.join(directory, name), data, ".create-cache"):
+        prune_oldest(directory, prefix, keep=name)
+
+
+def prune_oldest(directory: str, prefix: str, keep: str) -> None:
+    """At most MAX_ENTRIES files of one config: the least recently written go first (a host handing out
+    many distinct device sets, one file each, would otherwise fill its /run; a pruned request is only
+    slower once). Best effort."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".cache") and n != keep]
+    except OSError:
+        return
+    if len(names) < MAX_ENTRIES:
+        return
+    aged = []
+    for name in names:
+        try:
+            aged.append((os.lstat(os.path.join(directory, name)).st_mtime_ns, name))
+        except OSError:
+            continue
+    for _, name in sorted(aged)[:len(aged) - MAX_ENTRIES + 1]:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass

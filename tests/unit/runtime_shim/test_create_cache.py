@@ -287,3 +287,18 @@ def test_the_request_view_gives_the_request_of_the_whole_config():
             except Exception as exc:   # the same error either way
                 outcomes.append((type(exc), str(exc)))
         assert outcomes[0] == outcomes[1], spec
+
+
+def test_at_most_max_entries_files_per_config_the_oldest_go(tmp_path, monkeypatch):
+    monkeypatch.setattr(create_cache, "MAX_ENTRIES", 5)
+    environ = {"NVIDIA_CTK_CACHE_DIR": str(tmp_path / "cache")}
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    identity = create_cache.runtime_cache.config_identity(str(config))
+    for i in range(8):
+        create_cache.write_entry(environ, str(config), identity, [f"env NVIDIA_VISIBLE_DEVICES={i}"], "cdi", [],
+                                 ['env "NVIDIA_VISIBLE_DEVICES=void"'])
+        os.utime(max((tmp_path / "cache").iterdir(), key=lambda p: p.stat().st_mtime_ns), ns=(i, i))
+    kept = sorted((tmp_path / "cache").glob("create-*.cache"))
+    assert len(kept) == 5
+    assert sorted(p.read_text().split("key env NVIDIA_VISIBLE_DEVICES=")[1][0] for p in kept) == ["3", "4", "5", "6", "7"]
