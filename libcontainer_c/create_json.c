@@ -105,8 +105,12 @@ static void items_free(struct items *it)
     it->n = 0;
 }
 
-/* The members (or elements) of the object (or array) v. -1: out of memory, or a key repeated (which
- * value counts is then a question for Python). */
+/* An object with more members than this goes to Python: the repeated-key check below is quadratic, and an
+ * image's annotations or labels must not make a create slow. OCI configs have a few dozen at most. */
+#define CREATE_MAX_MEMBERS 1024
+
+/* The members (or elements) of the object (or array) v. -1: out of memory, a key repeated (which value
+ * counts is then a question for Python), or more than CREATE_MAX_MEMBERS members. */
 static int items_of(const struct doc *doc, struct span v, struct items *out)
 {
     memset(out, 0, sizeof(*out));
@@ -115,6 +119,10 @@ static int items_of(const struct doc *doc, struct span v, struct items *out)
     if (doc->d[i] == (object ? '}' : ']'))
         return 0;
     for (;;) {
+        if (object && out->n == CREATE_MAX_MEMBERS) {
+            items_free(out);
+            return -1;
+        }
         if (out->n == cap) {
             cap = cap ? cap * 2 : 16;
             struct span *k = realloc(out->key, cap * sizeof(*k)), *val;

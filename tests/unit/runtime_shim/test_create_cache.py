@@ -223,11 +223,13 @@ def test_a_cache_file_not_ours_goes_to_python(shim, tmp_path, damage):
     assert python_runs(shim, make_bundle(tmp_path / "b", spec))
 
 
-@pytest.mark.parametrize("change", ["backslash", "wrong-shape", "repeated-key", "temp-file"])
+@pytest.mark.parametrize("change", ["backslash", "wrong-shape", "repeated-key", "temp-file", "many-members"])
 def test_a_config_json_that_is_not_plain_goes_to_python(shim, tmp_path, change):
     spec, _ = cached_bundle(shim, tmp_path)
     if change == "wrong-shape":
         spec["root"]["path"] = 1
+    elif change == "many-members":   # more than the launcher lists (its repeated-key check is quadratic)
+        spec["annotations"] = {f"org.example/{i}": "x" for i in range(1025)}
     bundle = make_bundle(tmp_path / "b", spec)
     path = bundle / "config.json"
     text = path.read_text()
@@ -235,7 +237,7 @@ def test_a_config_json_that_is_not_plain_goes_to_python(shim, tmp_path, change):
         path.write_text(text.replace('"PATH=/bin"', '"PATH=\\/bin"'))
     elif change == "repeated-key":
         path.write_text(text.replace('"process": {', '"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"], '))
-    else:
+    elif change == "temp-file":
         (bundle / ".config.json.1.abcdef01.tmp").write_text("left by a killed writer")
     shim.reset()
     result = shim.run("--root", str(shim.root / "state"), "create", "--bundle", str(bundle), "ctr")
