@@ -332,7 +332,9 @@ static int write_mounts(struct apply *a, struct span v, struct buf *out)
         goto out;
     for (size_t i = 0; i < list.n; i++)   /* a mount without a destination sorts as "" does: depth 1 */
         list.e[i].depth = list.e[i].match ? path_depth(list.e[i].match, list.e[i].match_len) : 1;
-    for (size_t i = 1; i < list.n; i++) {   /* stable: parents before children, equal depths in order */
+    /* stable: parents before children, equal depths in order. An insertion sort: the config.json it
+     * came from has at most CREATE_MAX_BRACKETS objects, so at most that many mounts plus the edits' */
+    for (size_t i = 1; i < list.n; i++) {
         struct entry e = list.e[i];
         size_t j = i;
         while (j > 0 && list.e[j - 1].depth > e.depth) {
