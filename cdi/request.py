@@ -223,9 +223,13 @@ def _mount_ids(oci: dict) -> tuple[tuple[str, ...], str]:
     return tuple(ids), DEVICE_LIST_MOUNT_ROOT
 
 
+def swarm_names(config: Config) -> list[str]:
+    """The device variables of `swarm-resource` (a comma list), read before NVIDIA_VISIBLE_DEVICES."""
+    return [v.strip() for v in config.swarm_resource.split(",") if v.strip()]
+
+
 def _env_ids(env: dict[str, str], config: Config, legacy: bool) -> tuple[str | None, str]:
-    swarm = [v.strip() for v in config.swarm_resource.split(",") if v.strip()]
-    for name in swarm + [VISIBLE_DEVICES]:
+    for name in swarm_names(config) + [VISIBLE_DEVICES]:
         if name in env:
             return env[name], name
     return ("all" if legacy else None), VISIBLE_DEVICES

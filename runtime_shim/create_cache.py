@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 
 from cdi import json_codec
-from cdi.request import DEVICE_LIST_MOUNT_ROOT, is_privileged
+from cdi.request import DEVICE_LIST_MOUNT_ROOT, is_privileged, swarm_names
 from runtime_shim import runtime_cache
 from runtime_shim.modes import HOOK_ENV_KEYS, _is_nvidia_hook
 from runtime_shim.shim_log import log
@@ -53,7 +53,7 @@ CACHED_MODES = ("cdi", "legacy")
 
 
 def env_names(config) -> tuple[str, ...]:
-    return (*ENV_NAMES, *(v.strip() for v in config.swarm_resource.split(",") if v.strip()))
+    return (*ENV_NAMES, *swarm_names(config))
 
 
 def key_rules(config) -> list[tuple[str, str]]:
@@ -106,6 +106,19 @@ def check_line(path: str) -> str:
         return f"absent {path}"
     return (f"check {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_mode} "
             f"{st.st_rdev} {path}")
+
+
+def checked(paths) -> list[tuple[str, str]] | None:
+    """(path, check_line(path)) for each path; None when one cannot be looked at (then no cache)."""
+    try:
+        return [(path, check_line(path)) for path in paths]
+    except OSError:
+        return None
+
+
+def still_true(checks: list[tuple[str, str]]) -> bool:
+    """Whether every path still gives the line it gave (what the edits came from has not changed)."""
+    return checked(path for path, _ in checks) == checks
 
 
 def _raw(text: str) -> bool:

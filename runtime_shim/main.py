@@ -71,14 +71,14 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
         log.debug("no GPU requested by %s: config.json left as it is", command.container_id)
         return
     registry = None
-    spec_checks: list[str] = []
+    spec_checks = None
 
     def open_registry():
-        nonlocal registry
+        nonlocal registry, spec_checks
         if registry is None:
             from cdi.registry import cache_path_in, open_registry as open_spec_dirs
 
-            spec_checks.extend(spec_dir_checks(config))   # before reading: a change meanwhile is seen
+            spec_checks = create_cache.checked(spec_paths(config))   # before reading: a change meanwhile is seen
             # NVIDIA_CTK_CDI_CACHE_FILE, else in the cache dir (None: a relative one, no cache: memory only)
             registry = open_spec_dirs(config, cache_path_in(environ, runtime_cache.cache_dir(environ)))
             for problem in registry.problems:
@@ -93,63 +93,56 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
              ",".join(request.devices) or "none", request.where, mode)
     edits = checks = None
     if mode == "cdi":
-        cdi_edits = modes.cdi_edits(request, config, open_registry())
-        checks = spec_checks + [create_cache.check_line(n.host_path or n.path) for n in cdi_edits.device_nodes]
-        new = modes.drop_legacy_hooks(modes.apply_edits(oci, cdi_edits))
-        edits = modes.apply_edits(create_cache.empty_spec(oci), cdi_edits)
+        edits = modes.cdi_edits(request, config, open_registry())
+        nodes = create_cache.checked(n.host_path or n.path for n in edits.device_nodes)
+        checks = spec_checks + nodes if spec_checks is not None and nodes is not None else None
+        new = modes.drop_legacy_hooks(modes.apply_edits(oci, edits))
     elif mode == "jit-cdi":
         new = modes.apply_jit_cdi(oci, request, config, environ, launcher_exe)
     elif mode == "legacy":
         hook_path = modes.find_hook(config, environ, launcher_exe)
-        checks = [create_cache.check_line(hook_path)]
+        checks = create_cache.checked([hook_path])
         new = modes.apply_legacy(oci, hook_path, environ)
         edits = {"hooks": {"prestart": [modes.legacy_hook_entry(hook_path, environ)]}}
     else:
         raise ShimError(f"mode {mode!r} is not supported by this runtime", "nvidia-container-runtime.mode")
     if new != oci:
         write_spec(bundle, new)
-    if edits is not None and launcher_exe and not log.warned:
+    if checks is not None and launcher_exe and not log.warned:
         record_create(program, config, environ, launcher_exe, identity, view, oci, mode, checks, edits)
 
 
-def spec_dir_checks(config) -> list[str]:
-    """The identities of the spec dirs and of every spec file in them (create_cache.check_line)."""
+def spec_paths(config) -> list[str]:
+    """The spec dirs and every spec file in them, as the registry lists them (what a cdi-mode create
+    cache entry depends on)."""
     from cdi.registry import SPEC_SUFFIXES
-    from runtime_shim.create_cache import check_line
 
-    checks = []
+    paths = []
     for directory in config.cdi.spec_dirs:
-        checks.append(check_line(directory))
+        paths.append(directory)
         try:
             names = sorted(os.listdir(directory))
         except OSError:
             continue
-        checks += [check_line(os.path.join(directory, n)) for n in names if n.endswith(SPEC_SUFFIXES)]
-    return checks
+        paths += [os.path.join(directory, n) for n in names if n.endswith(SPEC_SUFFIXES)]
+    return paths
 
 
 def record_create(program: str, config, environ: dict[str, str], launcher_exe: str, identity: str | None,
-                  view: dict, oci: dict, mode: str, checks: list[str], edits: dict) -> None:
+                  view: dict, oci: dict, mode: str, checks: list[tuple[str, str]], edits) -> None:
     """Write the create cache entry of this request (runtime_shim.create_cache), if what the edits came
-    from is still as it was before it was read."""
-    from runtime_shim import create_cache
+    from is still as it was before it was read. edits: cdi mode's ContainerEdits, legacy mode's hooks."""
+    from runtime_shim import create_cache, modes
 
+    if mode == "cdi":   # as they land on an empty spec: the lists the launcher inserts into
+        edits = modes.apply_edits(create_cache.empty_spec(oci), edits)
     lines = create_cache.edit_lines(edits, mode)
-    if lines is None:
+    if lines is None or not create_cache.still_true(checks):
         return
-    if mode == "cdi":
-        lines.append("drop-nvidia-prestart")
-    else:
-        lines.append("unless-nvidia-prestart")
-    try:   # each still as it was before it was read
-        now = [create_cache.check_line(line.split(" ", 8)[-1] if line.startswith("check ") else line[len("absent "):])
-               for line in checks]
-    except OSError:
-        return
-    if now != checks:
-        return
+    lines.append("drop-nvidia-prestart" if mode == "cdi" else "unless-nvidia-prestart")
     key = create_cache.key_lines(view, oci, program, launcher_exe, environ)
-    create_cache.write_entry(environ, runtime_cache.config_path_string(environ), identity, key, mode, checks, lines)
+    create_cache.write_entry(environ, runtime_cache.config_path_string(environ), identity, key, mode,
+                             [line for _, line in checks], lines)
 
 
 def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> str:

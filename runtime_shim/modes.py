@@ -111,6 +111,7 @@ def cdi_edits(request: DeviceRequest, config: Config, registry):
 
 
 def apply_edits(oci: dict, edits) -> dict:
+    """cdi.apply.apply_edits, imported only when a mode applies edits."""
     from cdi.apply import apply_edits as apply
 
     return apply(oci, edits)

@@ -98,10 +98,9 @@ def request_markers(config) -> list[str]:
     the device variables (NVIDIA_VISIBLE_DEVICES and the swarm resource names), CUDA_VERSION (a legacy
     CUDA image asks for all GPUs), the CDI annotation prefixes, and the device-list mount root when
     the config accepts mounts. [] (no fast path) when one of them is empty."""
-    from cdi.request import DEVICE_LIST_MOUNT_ROOT, VISIBLE_DEVICES
+    from cdi.request import DEVICE_LIST_MOUNT_ROOT, VISIBLE_DEVICES, swarm_names
 
-    swarm = [v.strip() for v in config.swarm_resource.split(",") if v.strip()]
-    markers = [VISIBLE_DEVICES, *swarm, "CUDA_VERSION", *config.cdi.annotation_prefixes]
+    markers = [VISIBLE_DEVICES, *swarm_names(config), "CUDA_VERSION", *config.cdi.annotation_prefixes]
     if config.accept_volume_mounts:
         markers.append(DEVICE_LIST_MOUNT_ROOT)
     if any(not m or "\n" in m or "\0" in m for m in markers):
@@ -148,10 +147,9 @@ def render(config: str, identity: str, path: str, runtime: str, debug_log: str |
     return "\n".join([MAGIC, *(f"{key} {value}" for key, value in fields)]) + "\n"
 
 
-def read_cache_text(path: str, magic: str = MAGIC) -> str | None:
+def read_cache_text(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES) -> str | None:
     """The text of a cache file the launcher would trust (a regular file, not a symlink, owned by our
-    euid, writable by no one else, starting with the magic line); None otherwise."""
-    limit = MAX_CACHE_BYTES if magic == MAGIC else 1 << 20   # a create cache: create_cache.MAX_CACHE_BYTES
+    euid, writable by no one else, under limit bytes, starting with the magic line); None otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -169,10 +167,10 @@ def read_cache_text(path: str, magic: str = MAGIC) -> str | None:
     return text if text.startswith(magic + "\n") else None
 
 
-def read_cache(path: str, magic: str = MAGIC) -> dict[str, list[str]]:
+def read_cache(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES) -> dict[str, list[str]]:
     """The fields of a trusted cache file, each key with its values in order; {} if there is none."""
     fields: dict[str, list[str]] = {}
-    for line in (read_cache_text(path, magic) or "").splitlines()[1:]:
+    for line in (read_cache_text(path, magic, limit) or "").splitlines()[1:]:
         key, _, value = line.partition(" ")
         fields.setdefault(key, []).append(value)
     return fields
@@ -238,7 +236,12 @@ def prune_stale(directory: str, keep: str) -> None:
         path = os.path.join(directory, name)
         if path == keep:
             continue
-        fields = read_cache(path, MAGIC if name.startswith("runtime-") else "gct-create-cache 1")
+        if name.startswith("runtime-"):
+            fields = read_cache(path)
+        else:
+            from runtime_shim import create_cache
+
+            fields = read_cache(path, create_cache.MAGIC, create_cache.MAX_CACHE_BYTES)
         config, identity = fields.get("config", [None])[0], fields.get("identity", [None])[0]
         if config and identity and identity != "missing" and config_identity(config) == "missing":
             try:
