@@ -30,23 +30,6 @@
 
 /* ---- the create cache and the rules of the key ---- */
 
-/* Calls fn for every "<key> <value>" line of text (value without the newline); stops at fn's nonzero. */
-static int each_line(const char *text, const char *key, int (*fn)(void *, const char *, size_t), void *arg)
-{
-    size_t len = strlen(key);
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) : strlen(line);
-        if (line_len > len && strncmp(line, key, len) == 0 && line[len] == ' ') {
-            int r = fn(arg, line + len + 1, line_len - len - 1);
-            if (r)
-                return r;
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
 struct text_match {
     const char *text;
     size_t len;
@@ -64,20 +47,6 @@ static int has_line(const char *text, const char *key, const char *value, size_t
 {
     struct text_match m = { value, len, exact };
     return each_line(text, key, line_matches, &m);
-}
-
-/* Whether text has a line "<key> ..." (or "<key>" alone). */
-static int has_key(const char *text, const char *key)
-{
-    size_t len = strlen(key);
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) : strlen(line);
-        if (line_len >= len && strncmp(line, key, len) == 0 && (line_len == len || line[len] == ' '))
-            return 1;
-        line = end ? end + 1 : NULL;
-    }
-    return 0;
 }
 
 /* An env entry the request is read from: key-env-name (exact) or key-env-prefix. */
@@ -325,13 +294,14 @@ static char *read_create_cache(const char *dir, const char *config, const char *
 }
 
 /*
- * Edit the bundle's config.json from the create cache. 0: done (config.json written, or in legacy mode
- * already holding the hook), the runtime may be exec'd; -1: Python decides (nothing was changed).
- * rules: the runtime cache's text (key-* lines); cache_dir, config, identity: as checked by the caller.
+ * Edit the bundle's config.json (data: its text as read_bundle_config read it, st: its stat) from the
+ * create cache. 0: done (config.json written, or in legacy mode already holding the hook), the runtime
+ * may be exec'd; -1: Python decides (nothing was changed). rules: the runtime cache's text (key-*
+ * lines); cache_dir, config, identity: as checked by the caller.
  */
-static int create_from_cache(const char *program, const char *self, const char *bundle, const char *rules,
-                             const char *cache_dir, const char *config, const char *identity, char **envp,
-                             const char **mode_out)
+static int create_from_cache(const char *program, const char *self, const char *bundle, const char *data,
+                             size_t total, const struct stat *st, const char *rules, const char *cache_dir,
+                             const char *config, const char *identity, char **envp, const char **mode_out)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     int n = snprintf(dir, sizeof(dir), "%s", bundle && bundle[0] ? bundle : ".");
@@ -339,24 +309,10 @@ static int create_from_cache(const char *program, const char *self, const char *
         return -1;
     if (!has_key(rules, "key-env-prefix"))
         return -1;   /* a runtime cache without the key's rules (an older writer) */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    struct doc doc = { NULL, 0 };
+    struct doc doc = { data, total };
     struct buf key = { 0 }, out = { 0 };
-    char *cache = NULL, *data = NULL;
+    char *cache = NULL;
     int result = -1;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > SHIM_SPEC_SCAN_MAX)
-        goto done;
-    data = malloc((size_t)st.st_size + 1);
-    size_t total = 0;
-    ssize_t got;
-    while (data && total < (size_t)st.st_size && (got = read(fd, data + total, (size_t)st.st_size - total)) > 0)
-        total += (size_t)got;
-    if (!data || total != (size_t)st.st_size || memchr(data, '\\', total))
-        goto done;
-    data[total] = '\0';
     size_t brackets = 0;
     for (size_t i = 0; i < total; i++)
         brackets += data[i] == '[' || data[i] == '{';
@@ -365,7 +321,6 @@ static int create_from_cache(const char *program, const char *self, const char *
     if (brackets > CREATE_MAX_BRACKETS || json_scan(data, total, NULL, 0, &top_type, &jerr) != 0 ||
         top_type != JSON_OBJECT)
         goto done;
-    doc = (struct doc){ data, total };
     size_t start = skip_ws(&doc, 0);
     struct span top = { start, value_end(&doc, start) };
     if (!shape_ok(&doc, top, &S_TOP) || request_key(&doc, top, rules, program, self, envp, &key) != 0)
@@ -385,13 +340,11 @@ static int create_from_cache(const char *program, const char *self, const char *
     }
     if (apply_cached_edits(&doc, top, cache, &out) != 0 || bundle_has_temp_files(dir))
         goto done;
-    struct stat now;
-    if (lstat(path, &now) != 0 || !S_ISREG(now.st_mode) || now.st_ino != st.st_ino)
+    struct stat now;   /* still the file that was read */
+    if (lstat(path, &now) != 0 || !S_ISREG(now.st_mode) || now.st_ino != st->st_ino || now.st_dev != st->st_dev)
         goto done;
     result = write_config(dir, path, &now, &out);
 done:
-    close(fd);
-    free(data);
     free(cache);
     free(key.data);
     free(out.data);

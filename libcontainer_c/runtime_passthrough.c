@@ -47,52 +47,86 @@
 
 #include "runc_argv.c" /* which subcommand runc runs, and a create's bundle */
 
-/* Whether config.json in bundle (NULL: the cwd) certainly asks for no GPU: none of the markers
- * (the cache's request-marker lines) in it, no backslash, a regular file (not a symlink) readable
- * whole. */
-static int bundle_asks_for_nothing(const char *bundle, const char *cache_text)
+/* Calls fn for every line "<key> <value>" (or "<key>" alone: value empty) of a cache text; stops at,
+ * and returns, fn's first nonzero answer. The one walker of the launcher's cache files. */
+static int each_line(const char *text, const char *key, int (*fn)(void *, const char *, size_t), void *arg)
+{
+    size_t len = strlen(key);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) : strlen(line);
+        if (line_len >= len && strncmp(line, key, len) == 0 && (line_len == len || line[len] == ' ')) {
+            int r = line_len == len ? fn(arg, line + len, 0) : fn(arg, line + len + 1, line_len - len - 1);
+            if (r)
+                return r;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+static int any_line(void *arg, const char *value, size_t len)
+{
+    (void)arg, (void)value, (void)len;
+    return 1;
+}
+
+/* Whether text has a line "<key> ..." (or "<key>" alone). */
+static int has_key(const char *text, const char *key)
+{
+    return each_line(text, key, any_line, NULL);
+}
+
+/* config.json in bundle (NULL: the cwd), read whole once for both of the launcher's looks at it:
+ * a regular file, not a symlink (O_NOFOLLOW: Python refuses one), at most SHIM_SPEC_SCAN_MAX bytes, no
+ * backslash (a JSON escape could spell anything). NUL-terminated and malloc'd, or NULL: Python decides. */
+static char *read_bundle_config(const char *bundle, size_t *len, struct stat *st)
 {
     char path[PATH_MAX];
     int n = snprintf(path, sizeof(path), "%s/config.json", bundle && bundle[0] ? bundle : ".");
     if (n < 0 || (size_t)n >= sizeof(path))
-        return 0;
-    /* O_NOFOLLOW: a config.json that is a symlink goes to Python, which refuses it */
+        return NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0)
-        return 0;
-    struct stat st;
+        return NULL;
     char *data = NULL;
-    int nothing = 0;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > SHIM_SPEC_SCAN_MAX)
-        goto out;
-    data = malloc((size_t)st.st_size);
-    if (!data)
-        goto out;
     size_t total = 0;
-    ssize_t got;
-    while (total < (size_t)st.st_size && (got = read(fd, data + total, (size_t)st.st_size - total)) > 0)
-        total += (size_t)got;
-    if (total != (size_t)st.st_size || memchr(data, '\\', total))
-        goto out;
-    int markers = 0;
-    const char key[] = "request-marker ";
-    for (const char *line = cache_text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) : strlen(line);
-        if (line_len >= sizeof(key) - 1 && strncmp(line, key, sizeof(key) - 1) == 0) {
-            const char *marker = line + sizeof(key) - 1;
-            size_t marker_len = line_len - (sizeof(key) - 1);
-            if (marker_len == 0 || memmem(data, total, marker, marker_len))
-                goto out;
-            markers++;
+    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_size > 0 && st->st_size <= SHIM_SPEC_SCAN_MAX &&
+        (data = malloc((size_t)st->st_size + 1))) {
+        ssize_t got;
+        while (total < (size_t)st->st_size && (got = read(fd, data + total, (size_t)st->st_size - total)) > 0)
+            total += (size_t)got;
+        if (total != (size_t)st->st_size || memchr(data, '\\', total)) {
+            free(data);
+            data = NULL;
+        } else {
+            data[total] = '\0';
         }
-        line = end ? end + 1 : NULL;
     }
-    nothing = markers > 0; /* a cache without markers says nothing about requests */
-out:
-    free(data);
     close(fd);
-    return nothing;
+    *len = total;
+    return data;
+}
+
+struct marker_scan {
+    const char *data;
+    size_t len;
+    int markers;
+};
+
+static int marker_found(void *arg, const char *marker, size_t len)
+{
+    struct marker_scan *scan = arg;
+    scan->markers++;
+    return len == 0 || memmem(scan->data, scan->len, marker, len) != NULL;
+}
+
+/* Whether config.json (read_bundle_config's text) certainly asks for no GPU: none of the markers (the
+ * cache's request-marker lines) occurs in it. A cache without markers says nothing about requests. */
+static int asks_for_nothing(const char *data, size_t len, const char *cache_text)
+{
+    struct marker_scan scan = { data, len, 0 };
+    return !each_line(cache_text, "request-marker", marker_found, &scan) && scan.markers > 0;
 }
 
 static const char *env_value(char **envp, const char *key)
@@ -168,58 +202,57 @@ static ssize_t read_cache(const char *path, char *buf, size_t size)
     return total;
 }
 
-/* The value of the line "key value" in the cache text, copied into out; -1 if absent. */
-static int cache_field(const char *text, const char *key, char *out, size_t size)
+struct field_copy {
+    char *out;
+    size_t size;
+};
+
+static int copy_value(void *arg, const char *value, size_t len)
 {
-    size_t len = strlen(key);
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) : strlen(line);
-        if (line_len > len && strncmp(line, key, len) == 0 && line[len] == ' ') {
-            size_t value_len = line_len - len - 1;
-            if (value_len >= size)
-                return -1;
-            memcpy(out, line + len + 1, value_len);
-            out[value_len] = '\0';
-            return 0;
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return -1;
+    struct field_copy *copy = arg;
+    if (len >= copy->size)
+        return -1;
+    memcpy(copy->out, value, len);
+    copy->out[len] = '\0';
+    return 1;
 }
 
-/* Every "search-dir <mtime ns> <dir>" line still true (-1: the dir did not exist): a runtime installed
- * since in a PATH directory changes that directory's mtime, and then Python looks again. */
+/* The value of the (first) line "key value" in the cache text, copied into out; -1 if absent. */
+static int cache_field(const char *text, const char *key, char *out, size_t size)
+{
+    struct field_copy copy = { out, size };
+    return each_line(text, key, copy_value, &copy) == 1 ? 0 : -1;
+}
+
+/* A "search-dir <mtime ns> <dir>" line no longer true (-1: the dir did not exist). */
+static int search_dir_changed(void *arg, const char *value, size_t len)
+{
+    (void)arg;
+    char entry[PATH_MAX + 32];
+    if (len >= sizeof(entry))
+        return 1;
+    memcpy(entry, value, len);
+    entry[len] = '\0';
+    char *dir = strchr(entry, ' ');
+    if (!dir)
+        return 1;
+    *dir++ = '\0';
+    char now[32];
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        snprintf(now, sizeof(now), "%lld", (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+    else if (errno == ENOENT)
+        snprintf(now, sizeof(now), "-1");
+    else
+        return 1;
+    return strcmp(now, entry) != 0;
+}
+
+/* Every search-dir line still true: a runtime installed since in a PATH directory changes that
+ * directory's mtime, and then Python looks again. */
 static int search_dirs_unchanged(const char *text)
 {
-    const char key[] = "search-dir ";
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) : strlen(line);
-        if (line_len > sizeof(key) - 1 && strncmp(line, key, sizeof(key) - 1) == 0) {
-            char entry[PATH_MAX + 32];
-            if (line_len >= sizeof(entry))
-                return 0;
-            memcpy(entry, line, line_len);
-            entry[line_len] = '\0';
-            char *dir = strchr(entry + sizeof(key) - 1, ' ');
-            if (!dir)
-                return 0;
-            *dir++ = '\0';
-            char now[32];
-            struct stat st;
-            if (stat(dir, &st) == 0)
-                snprintf(now, sizeof(now), "%lld", (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
-            else if (errno == ENOENT)
-                snprintf(now, sizeof(now), "-1");
-            else
-                return 0;
-            if (strcmp(now, entry + sizeof(key) - 1) != 0)
-                return 0;
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return 1;
+    return !each_line(text, "search-dir", search_dir_changed, NULL);
 }
 
 #include "create_fastpath.c" /* a GPU container's create from the create cache */
@@ -297,12 +330,16 @@ static void try_runtime_passthrough(const char *name, const char *self, int argc
     int index = runc_globals(argc, argv, &prints_version);
     const char *bundle = NULL, *fast_mode = NULL;
     if (index && (strcmp(argv[index], "create") == 0 || strcmp(argv[index], "run") == 0)) {
-        if (!runc_create_bundle(argc, argv, index, &bundle))
-            return;
-        /* a GPU request: edited here from the create cache, or Python decides */
-        if (!bundle_asks_for_nothing(bundle, text) &&
-            create_from_cache(name, self, bundle, text, cache_dir ? cache_dir : SHIM_DEFAULT_CACHE_DIR, config,
-                              identity, envp, &fast_mode) != 0)
+        size_t len;
+        struct stat st;
+        char *spec = runc_create_bundle(argc, argv, index, &bundle) ? read_bundle_config(bundle, &len, &st) : NULL;
+        /* no GPU request: as it is; a GPU request: edited here from the create cache, or Python decides */
+        int done = spec && (asks_for_nothing(spec, len, text) ||
+                            create_from_cache(name, self, bundle, spec, len, &st, text,
+                                              cache_dir ? cache_dir : SHIM_DEFAULT_CACHE_DIR, config, identity, envp,
+                                              &fast_mode) == 0);
+        free(spec);
+        if (!done)
             return;
     }
 
