@@ -229,6 +229,15 @@ def _read_config_file(path: str) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
+def kept_config_dir(path: str | os.PathLike | None = None, environ: dict | None = None) -> str | None:
+    """Where load_config(path, environ, use_cache=True) keeps the parsed config (cdi.config_cache), and
+    the prestart hook its driver files (cdi.driver_files_cache); None: nothing is kept."""
+    from cdi import config_cache
+
+    path = os.fsdecode(path) if path is not None else config_path(environ)
+    return config_cache.cache_dir_for(path, config_path({}), environ)
+
+
 def load_config(path: str | os.PathLike | None = None, environ: dict | None = None,
                 use_cache: bool = False) -> Config:
     """The configuration from path (default: the path rules above); defaults when the file is missing.
@@ -247,7 +256,7 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
     if use_cache:
         from cdi import config_cache
 
-        cache_dir = config_cache.cache_dir_for(path, config_path({}), environ)
+        cache_dir = kept_config_dir(path, environ)
         document = config_cache.read_document(cache_dir, path, st) if cache_dir else None
         if document is not None:
             try:

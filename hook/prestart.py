@@ -112,6 +112,7 @@ def prestart(config_file: str | None) -> int:
 
 
 def inject_request(request, config, rootfs: str, pid: int, config_file: str | None = None) -> None:
+    from cdi.config import kept_config_dir
     from cdi.driver_root import resolve_driver_root
     from cdi.nvml import load_inventory
     from cdi.selection import select_and_check
@@ -125,17 +126,8 @@ def inject_request(request, config, rootfs: str, pid: int, config_file: str | No
                           mig_config=request.mig_config, mig_monitor=request.mig_monitor,
                           imex_channels=request.imex_channels, imex_all=request.imex_all,
                           ldconfig=config.host_ldconfig(), ld_cache=cli.ldcache or None,
-                          cache_dir=_cache_dir(config_file))
+                          cache_dir=kept_config_dir(config_file))
     inject(plan, Target(rootfs, pid, cgroups=not cli.no_cgroups), warn=_warn)
-
-
-def _cache_dir(config_file: str | None) -> str | None:
-    """Where the driver files found are kept between starts (cdi.driver_files_cache): the directory
-    of the config's kept document (cdi.config_cache), by the same rule."""
-    from cdi.config import config_path
-    from cdi.config_cache import cache_dir_for
-
-    return cache_dir_for(config_file or config_path(), config_path({}))
 
 
 def _warn(message: str) -> None:
