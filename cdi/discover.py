@@ -189,7 +189,7 @@ class EditsBuilder:
                  hook_path: str | None = None, ldconfig: str | None = None,
                  driver_files: DriverFiles | None = None, search_path: str | None = None,
                  mps_pipe_directory: str | None = None, ld_cache: str | None = None,
-                 hook_flavour: str = OURS):
+                 hook_flavour: str = OURS, files_cache_dir: str | None = None):
         self.root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
         self.inventory = inventory
         try:
@@ -200,6 +200,7 @@ class EditsBuilder:
         self.hook_flavour = hook_flavour   # NVIDIAS: NVIDIA's program at hook_path (hook_flavour_of)
         self.ldconfig = ldconfig
         self._driver_files = driver_files
+        self.files_cache_dir = files_cache_dir   # driver files kept there between runs (driver_files_cache)
         self._locate_options = {k: v for k, v in (("search_path", search_path),
                                                   ("mps_pipe_directory", mps_pipe_directory),
                                                   ("ld_cache", ld_cache)) if v is not None}
@@ -256,8 +257,16 @@ class EditsBuilder:
     def driver_files(self) -> DriverFiles:
         if self._driver_files is None:
             try:
-                self._driver_files = locate_driver_files(self.root.path, self.inventory.driver_version,
-                                                         self.capabilities, **self._locate_options)
+                # kept between runs only for the default search path and MPS dir (the cache's key holds those)
+                if self.files_cache_dir and set(self._locate_options) <= {"ld_cache"}:
+                    from cdi.driver_files_cache import locate_driver_files_kept
+
+                    self._driver_files = locate_driver_files_kept(
+                        self.files_cache_dir, self.root.path, self.inventory.driver_version, self.capabilities,
+                        **self._locate_options)
+                else:
+                    self._driver_files = locate_driver_files(self.root.path, self.inventory.driver_version,
+                                                             self.capabilities, **self._locate_options)
             except DriverFilesError as e:
                 raise DiscoveryError(e.what, e.where) from None
         return self._driver_files

@@ -134,8 +134,7 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
     from hook.proc_driver import build_proc_view
 
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
-    files = _kept_driver_files(cache_dir, root, inventory, capabilities, ld_cache) if cache_dir else None
-    builder = EditsBuilder(root, inventory, capabilities, ldconfig="@" + ldconfig, driver_files=files,
+    builder = EditsBuilder(root, inventory, capabilities, ldconfig="@" + ldconfig, files_cache_dir=cache_dir,
                            **({"ld_cache": ld_cache} if ld_cache else {}))
     devices = tuple(selection.gpus) + tuple(selection.mig_devices)
     edits = builder.edits_for(devices)
@@ -184,19 +183,6 @@ def _ld_entries(libraries) -> dict[str, list[str]] | None:
         if path not in entries.setdefault(library.soname, []):
             entries[library.soname].append(path)
     return entries
-
-
-def _kept_driver_files(cache_dir: str, root: DriverRoot, inventory: Inventory, capabilities, ld_cache):
-    """The driver files as EditsBuilder would locate them, kept between runs when unchanged."""
-    from cdi.discover import DiscoveryError
-    from cdi.driver_files import DriverFilesError
-    from cdi.driver_files_cache import locate_driver_files_kept
-
-    try:
-        return locate_driver_files_kept(cache_dir, root.path, inventory.driver_version, capabilities,
-                                        **({"ld_cache": ld_cache} if ld_cache else {}))
-    except DriverFilesError as e:   # as EditsBuilder reports it
-        raise DiscoveryError(e.what, e.where) from None
 
 
 def _check_gpu_ids(ids: tuple[str, ...], variable: str, inventory: Inventory) -> None:
