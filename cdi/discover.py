@@ -265,7 +265,7 @@ class EditsBuilder:
                         self.files_cache_dir, self.root.path, self.inventory.driver_version, self.capabilities,
                         **self._locate_options)
                 else:
-                    self._driver_files = locate_driver_files(self.root.path, self.inventory.driver_version,
+                    self._driver_files = locate_driver_files(self.root, self.inventory.driver_version,
                                                              self.capabilities, **self._locate_options)
             except DriverFilesError as e:
                 raise DiscoveryError(e.what, e.where) from None
