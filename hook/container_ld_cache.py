@@ -30,7 +30,10 @@ import os
 import stat
 
 LD_SO_CACHE = "/etc/ld.so.cache"
-MAX_BYTES = 16 << 20   # an image's cache is well under a megabyte; past this, ldconfig just runs
+# An image's cache is well under a megabyte; past this, ldconfig just runs. Below cdi.ldcache's
+# MAX_CACHE_SIZE (64 MiB, for the host's cache, which we trust) on purpose: this file is the image's,
+# read as root at every start, and a miss only costs an ldconfig run.
+MAX_BYTES = 16 << 20
 
 
 def lists_exactly(root, entries: dict[str, list[str]]) -> bool:
@@ -53,6 +56,7 @@ def lists_exactly(root, entries: dict[str, list[str]]) -> bool:
 
 
 def _read_cache(root) -> bytes | None:
+    from cdi.regular_file import read_regular_file
     from libcontainer_c.errors import ContainerFsError
 
     try:
@@ -63,21 +67,11 @@ def _read_cache(root) -> bytes | None:
         st = os.fstat(path_fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
             return None
-        fd = os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+        # /proc/self/fd/N leads to the very file checked above, not to a path looked up again in the
+        # root; read_regular_file reads it without blocking and never past MAX_BYTES + 1
+        data, _ = read_regular_file(f"/proc/self/fd/{path_fd}", MAX_BYTES)
+        return data
+    except (OSError, ValueError):
         return None
     finally:
         os.close(path_fd)
-    try:
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks) if size <= MAX_BYTES else None
