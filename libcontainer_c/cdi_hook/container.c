@@ -16,8 +16,7 @@
 
 #define READ_CHUNK (64 * 1024)
 
-/* Reads fd to its end, or to max + 1 bytes (one more than allowed says "too large"). */
-static int read_bounded(int fd, size_t max, char **data, size_t *len)
+int hook_read_bounded(int fd, size_t max, char **data, size_t *len)
 {
     size_t cap = 0, n = 0;
     char *buf = NULL;
@@ -94,7 +93,7 @@ int hook_read_state(int fd, char **bundle, struct hook_error *err)
     size_t len;
     int rc;
 
-    if (read_bounded(fd, HOOK_MAX_STATE, &doc, &len) < 0)
+    if (hook_read_bounded(fd, HOOK_MAX_STATE, &doc, &len) < 0)
         return hook_fail(err, "stdin", "cannot read the container state: %s", strerror(errno));
     if (len > HOOK_MAX_STATE)
         rc = hook_fail(err, "stdin", "container state is too large");
@@ -135,7 +134,7 @@ static int read_config(const char *config_path, char **doc, size_t *len, struct 
         hook_fail(err, config_path, "cannot read the container's config: %s", strerror(errno));
     else if (!S_ISREG(st.st_mode))
         hook_fail(err, config_path, "container config is not a regular file");
-    else if (read_bounded(fd, HOOK_MAX_CONFIG, doc, len) < 0)
+    else if (hook_read_bounded(fd, HOOK_MAX_CONFIG, doc, len) < 0)
         hook_fail(err, config_path, "cannot read the container's config: %s", strerror(errno));
     else if (*len > HOOK_MAX_CONFIG) {
         free(*doc);

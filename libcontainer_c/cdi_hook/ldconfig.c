@@ -130,8 +130,6 @@ static int open_scratch(int rootfd)
 static int read_cache(int scratch, char **data, size_t *len)
 {
     struct stat st;
-    size_t got = 0;
-    char *buf;
     int fd = openat(scratch, CACHE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), ok, saved;
 
     if (fd < 0)
@@ -141,31 +139,18 @@ static int read_cache(int scratch, char **data, size_t *len)
         errno = EINVAL;
         ok = 0;
     }
-    if (!ok) {
-        saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    while (buf != NULL && got < (size_t)st.st_size) {
-        ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            errno = n == 0 ? EIO : errno;
-            free(buf);
-            buf = NULL;
-        } else {
-            got += (size_t)n;
-        }
-    }
+    if (ok)
+        ok = hook_read_bounded(fd, GCT_LDCONFIG_FILE_SIZE, data, len) == 0;
+    saved = errno;
     close(fd);
-    if (buf == NULL)
-        return -1;
-    *data = buf;
-    *len = got;
-    return 0;
+    if (ok && *len > GCT_LDCONFIG_FILE_SIZE) {   /* grew after the fstat */
+        free(*data);
+        *data = NULL;
+        saved = EINVAL;
+        ok = 0;
+    }
+    errno = saved;
+    return ok ? 0 : -1;
 }
 
 /* The cache ldconfig built, into the root's /etc unless the same file is there already. */
