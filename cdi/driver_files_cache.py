@@ -83,6 +83,8 @@ def _same_answers(answers: list) -> bool:
             if e.errno in MISSING_ERRNOS and kept is None:
                 continue
             return False
+        except ValueError:   # a NUL or a lone surrogate in a damaged file's path: no path answers that
+            return False
         if kept is None or _answer(st, full=len(kept) > 3) != kept:
             return False
     return True

@@ -143,7 +143,8 @@ def forged(kept_path):
 
 
 @pytest.mark.parametrize("spoil", ["group-writable", "foreign-owner", "symlink", "not-json", "other-magic",
-                                   "other-key", "bad-row", "bad-answer"])
+                                   "other-key", "bad-row", "bad-answer", "nul-in-path",
+                                   "surrogate-in-path"])
 def test_an_untrustworthy_or_corrupt_cache_is_ignored(root, cache, tmp_path, spoil):
     expected = locate_driver_files_kept(cache, root, V, CAPS)
     kept = kept_file(cache)
@@ -176,6 +177,10 @@ def test_an_untrustworthy_or_corrupt_cache_is_ignored(root, cache, tmp_path, spo
             json.dump(document, f)
     elif spoil == "bad-answer":
         document["answers"][0][1] = "a string"
+        with open(kept, "w") as f:
+            json.dump(document, f)
+    elif spoil in ("nul-in-path", "surrogate-in-path"):   # os.lstat raises ValueError for these, not OSError
+        document["answers"][0][0] += "\0" if spoil == "nul-in-path" else "\ud800"
         with open(kept, "w") as f:
             json.dump(document, f)
     assert locate_driver_files_kept(cache, root, V, CAPS) == expected
