@@ -96,7 +96,8 @@ def read_trusted_file(directory: str, name: str, max_bytes: int) -> bytes | None
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_size > max_bytes:
                 return None
-            return f.read(max_bytes + 1)
+            data = f.read(max_bytes + 1)
+            return data if len(data) <= max_bytes else None   # it grew after the fstat
     except OSError:
         return None
     finally:

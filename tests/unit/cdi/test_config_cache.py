@@ -2,6 +2,7 @@
 unchanged and the cache is ours and private, and never changes what the config means."""
 import json
 import os
+import stat
 
 import pytest
 
@@ -136,3 +137,23 @@ def test_a_fifo_or_a_directory_as_config_toml_is_one_error_not_a_hang(tmp_path):
     for path in (fifo, tmp_path):
         with pytest.raises(ConfigError, match="cannot read config: not a regular file"):
             load_config(path)
+
+
+def test_a_kept_file_that_grew_after_its_fstat_is_not_read(tmp_path, monkeypatch):
+    """read_trusted_file never hands back more than max_bytes, even when the file grows between its
+    fstat and its read (simulated: the fstat of the file reports the size it had before)."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    (cache / "kept").write_bytes(b"x" * 11)
+    os.chmod(cache / "kept", 0o644)
+    assert config_cache.read_trusted_file(str(cache), "kept", 11) == b"x" * 11
+    real_fstat = os.fstat
+
+    def earlier_size(fd):
+        st = real_fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return st
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 10,
+                               st.st_atime, st.st_mtime, st.st_ctime))
+    monkeypatch.setattr(os, "fstat", earlier_size)
+    assert config_cache.read_trusted_file(str(cache), "kept", 10) is None
