@@ -56,9 +56,9 @@ class _RecordingRoot(DriverRoot):
         return st
 
     def listdir(self, path_in_root: str) -> list[str]:
-        host = self.host_path(path_in_root)
-        self.listed.add(host)   # its full identity from now on: the listing depends on its entries
-        self._note(host, super()._lstat(path_in_root))
+        # its full identity from now on (the listing depends on its entries): listed before the lstat notes it
+        self.listed.add(self.host_path(path_in_root))
+        self._lstat(path_in_root)
         return super().listdir(path_in_root)
 
     def _note(self, host: str, st: os.stat_result | None) -> None:
