@@ -229,12 +229,6 @@ def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = Non
         raise SpecError(f"invalid JSON: {exc}", path) from None
 
 
-def spec_to_json(spec: Spec) -> str:
-    import json
-
-    return json.dumps(spec.to_dict(), indent=2) + "\n"
-
-
 def _check_hook_env(spec: Spec, where: str) -> None:
     """Project rule (DESIGN.md): every hook we write carries a non-empty env. Engines drop an empty one,
     and the hook then runs with the image's environment (runc) or the engine's (crun)."""
@@ -257,10 +251,6 @@ def _yaml_text(document: dict) -> str:
 
         text = dump_yaml_document(document)
     return text
-
-
-def spec_to_yaml(spec: Spec) -> str:
-    return _yaml_text(spec.to_dict())
 
 
 def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
