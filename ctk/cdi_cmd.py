@@ -5,11 +5,10 @@ Subcommands are listed in SUBCOMMANDS and imported only when run, so another mod
 """
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from ctk.errors import CliError
+from ctk.group import LazyGroup
 
 # subcommand name -> "module:attribute" of a click command
 SUBCOMMANDS = {
@@ -19,19 +18,7 @@ SUBCOMMANDS = {
 }
 
 
-class _LazySubcommands(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(SUBCOMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = SUBCOMMANDS.get(name)
-        if target is None:
-            return None
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
-
-
-@click.group(cls=_LazySubcommands)
+@click.group(cls=LazyGroup, lazy_commands=SUBCOMMANDS)
 def cdi() -> None:
     """Container Device Interface (CDI) specs: generate, validate, list."""
 

@@ -21,11 +21,18 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    """A group whose commands are named in `lazy_commands` (name -> "module:attribute") and imported
+    only when run; the table is read at each lookup, so an entry added later is seen."""
+
+    def __init__(self, *args, lazy_commands: dict[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(self.lazy_commands)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
+        target = self.lazy_commands.get(name)
         if target is None:
             return None
         module, _, attr = target.partition(":")
@@ -41,7 +48,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
         ctx.exit()
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and exit.")
 @click.option("--debug", is_flag=True, help="Log debug messages to stderr.")
