@@ -95,7 +95,10 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
             make_parent_dirs(output)
             write_spec(spec, output, yaml_format=yaml_format)
         else:
-            sys.stdout.write(render_spec(spec, "stdout", yaml_format))
+            text = render_spec(spec, "stdout", yaml_format)
+            if sys.stdout is None:  # Python's stdout when fd 1 was closed at start (`>&-`)
+                raise CliError("cannot write the spec: stdout is closed", "stdout")
+            sys.stdout.write(text)
     except CdiError as e:
         raise CliError(e.what, e.where) from None
     except OSError as e:  # the temp file's name would only confuse: name the file asked for

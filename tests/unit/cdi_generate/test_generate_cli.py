@@ -235,3 +235,13 @@ def test_configured_ldconfig_reaches_the_hook_and_a_container_path_is_refused(si
     assert result.returncode == 1
     assert result.stderr.strip() == ("nvidia-ctk: error: ldconfig '/sbin/ldconfig' is a container path; nvidia-cdi-hook "
                                      "runs only the host's ('@/path') (nvidia-container-cli.ldconfig)")
+
+
+# ctk.fast_path leaves `--output -` to click
+@pytest.mark.parametrize("more", [[], ["--output", "-"]], ids=["fast-path", "click"])
+def test_a_closed_stdout_is_one_line(sim_host, more):
+    # `>&-`: fd 1 closed at start, so Python's sys.stdout is None (DEVNULL would be an open fd)
+    result = subprocess.run(["sh", "-c", '"$@" >&-', "sh", NVIDIA_CTK, "cdi", "generate",
+                             "--driver-root", str(sim_host), *more], stderr=subprocess.PIPE, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr == "nvidia-ctk: error: cannot write the spec: stdout is closed (stdout)\n"
