@@ -16,17 +16,14 @@ class CliError(Exception):
     prog = "nvidia-ctk"
 
     def __init__(self, what: str, where: str | None = None):
-        super().__init__(what_where(what, where))
         self.message = what_where(what, where)
-
-    def format_message(self) -> str:
-        return self.message
+        super().__init__(self.message)
 
     def show(self, file=None) -> None:
         print(message_line(self.prog, "error", self.message), file=file or sys.stderr, flush=True)
 
 
-def report_failure(prog: str, exc: BaseException) -> int:
+def report_failure(prog: str, exc: BaseException) -> int | None:
     """The line and exit code for what a command raised that is not click's own: a CliError, an OSError
     (naming its file), or an interrupt (click's Abort says the same). Other exceptions are not ours
     to word: None."""
