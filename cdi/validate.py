@@ -24,6 +24,7 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.j
 MAX_SPEC_BYTES = 16 * 1024 * 1024
 MAX_PROBLEMS_PER_FILE = 50
 
+_schema = None     # schema.json parsed, once per process: both checks below read it, neither changes it
 _validator = None
 _is_valid = None  # cdi.schema_check's compiled form of the same file: a fast "no problem" verdict
 
@@ -54,26 +55,31 @@ def schema_key() -> str:
     return schema_bytes().decode("utf-8")
 
 
+def _schema_document() -> dict:
+    global _schema
+    if _schema is None:
+        from cdi import json_codec  # json.loads' result without importing json (the create path)
+
+        _schema = json_codec.loads(schema_bytes())
+    return _schema
+
+
 def _schema_says_valid(document: object) -> bool:
     """True only if jsonschema would find no problem; False: ask jsonschema (which names them)."""
     global _is_valid
     if _is_valid is None:
-        from cdi import json_codec
         from cdi.schema_check import compile_schema
 
-        _is_valid = compile_schema(json_codec.loads(schema_bytes())) or (lambda document: False)
+        _is_valid = compile_schema(_schema_document()) or (lambda document: False)
     return _is_valid(document)
 
 
 def _get_validator():
     global _validator
     if _validator is None:
-        import json
-
         import jsonschema  # 140-210 ms cold: only when a spec really must be validated
 
-        schema = json.loads(schema_bytes())
-        _validator = jsonschema.Draft202012Validator(inline_local_refs(schema))
+        _validator = jsonschema.Draft202012Validator(inline_local_refs(_schema_document()))
     return _validator
 
 
