@@ -55,11 +55,13 @@ HELP = "Generate a CDI spec for the GPUs and MIG devices of this host (or of a d
 def _format_for(output: str | None, fmt: str | None) -> str:
     """--format, else the output's extension, else YAML (as NVIDIA's tool). A format that contradicts
     the extension is refused: CDI consumers parse by extension."""
+    from cdi.spec import is_yaml_path
+
     by_extension = None
     if output and output != "-":
         if output.endswith(".json"):
             by_extension = "json"
-        elif output.endswith((".yaml", ".yml")):
+        elif is_yaml_path(output):
             by_extension = "yaml"
     if fmt and by_extension and fmt != by_extension:
         raise CliError(f"--format {fmt} does not match the file's extension", output)
