@@ -115,20 +115,28 @@ def check_library(path: str) -> None:
 
 
 MIG_MINORS = "driver/nvidia-caps/mig-minors"     # under the driver's proc
+MAX_MIG_MINORS_BYTES = 1 << 20
 DEFAULT_MIG_CONTROL_MINORS = {"config": 1, "monitor": 2}
 
 
-def _mig_minor_entries(path: str) -> list[tuple[str, int]]:
-    """(key, minor) of every mig-minors line whose value is an ASCII number ("gpu0/gi1/access 12",
-    "config 1"). A missing file gives []; the file is read once, at most 1 MiB of it. The driver writes
-    ASCII: any other byte is read as U+FFFD, so its line matches nothing and is skipped."""
+def _read_mig_minors_file(path: str) -> bytes | None:
+    """The first MiB of the mig-minors file; None when there is none."""
     try:
-        with open(path, "rb") as f:   # bytes.decode("ascii") needs no codec module (a text file's does)
-            text = f.read(1 << 20).decode("ascii", "replace")
+        with open(path, "rb") as f:
+            return f.read(MAX_MIG_MINORS_BYTES)
     except FileNotFoundError:
-        return []
+        return None
     except OSError as e:
         raise NvmlError(f"cannot read MIG capability minors: {e.strerror}", path) from None
+
+
+def _mig_minor_entries(data: bytes | None) -> list[tuple[str, int]]:
+    """(key, minor) of every mig-minors line whose value is an ASCII number ("gpu0/gi1/access 12",
+    "config 1"); None (no file) gives []. The driver writes ASCII: any other byte is read as U+FFFD,
+    so its line matches nothing and is skipped."""
+    if data is None:
+        return []
+    text = data.decode("ascii", "replace")   # bytes.decode("ascii") needs no codec module (a text file's does)
     entries = []
     for line in text.splitlines():
         key, _, value = line.strip().partition(" ")
@@ -141,8 +149,12 @@ def _mig_minor_entries(path: str) -> list[tuple[str, int]]:
 def read_mig_minors(path: str) -> dict[tuple[int, int, int | None], int]:
     """Parse mig-minors: (gpu minor, gi, ci or None for the GI's own file) -> capability minor.
     A missing file gives {} (callers then use the real drivers' fixed layout)."""
+    return _parse_mig_minors(_read_mig_minors_file(path))
+
+
+def _parse_mig_minors(data: bytes | None) -> dict[tuple[int, int, int | None], int]:
     minors: dict[tuple[int, int, int | None], int] = {}
-    for key, minor in _mig_minor_entries(path):
+    for key, minor in _mig_minor_entries(data):
         parts = key.split("/")
         if len(parts) not in (3, 4) or parts[-1] != "access":
             continue  # "config N", "monitor N" and anything unknown
@@ -158,7 +170,7 @@ def read_mig_minors(path: str) -> dict[tuple[int, int, int | None], int]:
 def read_mig_control_minors(path: str) -> dict[str, int]:
     """The minors of the MIG `config` and `monitor` capabilities (absent: the fixed 1 and 2)."""
     minors = dict(DEFAULT_MIG_CONTROL_MINORS)
-    minors.update((key, minor) for key, minor in _mig_minor_entries(path) if key in minors)
+    minors.update((key, minor) for key, minor in _mig_minor_entries(_read_mig_minors_file(path)) if key in minors)
     return minors
 
 
@@ -166,16 +178,58 @@ def _cuda_version(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def load_inventory(driver_root: DriverRoot | str | None = None) -> Inventory:
+def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list[str] | None = None) -> Inventory:
     """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them.
 
     The library file is checked before it is loaded (check_library), and loading and reading NVML run
     under a watchdog (NVIDIA_CTK_NVML_TIMEOUT seconds, default 60): a driver whose nvmlInit or any other
     call never returns (a wedged GPU, a library that hangs) ends the program with one error line
-    instead of hanging it and the container's start for good."""
+    instead of hanging it and the container's start for good.
+
+    transcript: when a list, every answer the inventory is made of is appended to it, one line each
+    (_Transcript): the same lines `gct-nvml-inventory` prints from the same calls, so that the
+    launcher can tell, without Python, that the driver still answers what an earlier inventory was
+    made of (runtime_shim.create_cache, jit-cdi mode)."""
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root or "/")
     with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
-        return _read_inventory(root)
+        return _read_inventory(root, _Transcript(transcript))
+
+
+def nvml_library_argument(root: DriverRoot) -> str | None:
+    """What _initialise loads for root (the soname for "/", where the loader searches; else the
+    library's host path), as `gct-nvml-inventory` takes it; None when the root has no library."""
+    if root.path == "/":
+        return NVML_SONAME
+    return find_nvml_library(root)
+
+
+class _Transcript:
+    """The lines of a transcript (load_inventory), or nothing when none is asked for.
+
+    A line names an answer and gives it: numbers in decimal, a text last on its line as the library
+    wrote it (so one that holds a newline makes a transcript no launcher can match). What is read:
+        driver-version <text>                   cuda-driver-version <n>
+        mig-minors <crc32> <size> | mig-minors absent     (the file's first MiB: zlib.crc32, bytes)
+        device-count <n>
+        gpu <i> minor <n>                       gpu <i> compute-capability <major> <minor>
+        gpu <i> architecture <n>|not-supported  gpu <i> mig-mode <current>|not-supported
+        gpu <i> gi-profile <index> id <id> slices <n> memory <MB> name <text> | gpu <i> gi-profile <index> none
+        gpu <i> max-mig-devices <n>
+        gpu <i> mig <slot> none | gpu <i> mig <slot> gi <gi> ci <ci> gi-profile-id <id> ci-profile-id <id>
+            ci-slices <n> memory <bytes> uuid <text>
+        gpu <i> uuid <text>   gpu <i> name <text>   gpu <i> brand <n>   gpu <i> pci-bus-id <text>
+        gpu <i> memory <bytes>
+    in that order (the gi-profile and mig lines only for a GPU whose mig-mode is 1)."""
+
+    def __init__(self, lines: list[str] | None):
+        self.lines = lines
+
+    def __bool__(self) -> bool:
+        return self.lines is not None
+
+    def add(self, line: str) -> None:
+        if self.lines is not None:
+            self.lines.append(line)
 
 
 def nvml_timeout(environ: dict | None = None) -> float:
@@ -221,22 +275,32 @@ class _Watchdog:
         self.finished.release()
 
 
-def _read_inventory(root: DriverRoot) -> Inventory:
+def _read_inventory(root: DriverRoot, transcript: _Transcript) -> Inventory:
     nvml = _initialise(root)
     from cdi.nvml_binding import NvmlCallError
 
     where = "NVML"
     try:
         driver_version = nvml.system_driver_version()
-        cuda_version = _cuda_version(nvml.system_cuda_driver_version())
-        cap_minors = read_mig_minors(root.proc_path("driver/nvidia-caps/mig-minors"))
+        cuda_driver_version = nvml.system_cuda_driver_version()
+        transcript.add(f"driver-version {driver_version}")
+        transcript.add(f"cuda-driver-version {cuda_driver_version}")
+        minors_file = _read_mig_minors_file(root.proc_path(MIG_MINORS))
+        if transcript:
+            import zlib   # built in: ~0.1 ms
+
+            transcript.add("mig-minors absent" if minors_file is None
+                           else f"mig-minors {zlib.crc32(minors_file)} {len(minors_file)}")
+        cap_minors = _parse_mig_minors(minors_file)
+        count = nvml.device_count()
+        transcript.add(f"device-count {count}")
         gpus = []
-        for index in range(nvml.device_count()):
+        for index in range(count):
             where = f"GPU {index}"
-            gpus.append(_read_gpu(nvml, index, cap_minors))
+            gpus.append(_read_gpu(nvml, index, cap_minors, transcript))
     except NvmlCallError as e:
         raise NvmlError(f"NVML query failed: {e}", where) from None
-    return Inventory(driver_version=driver_version, cuda_version=cuda_version, gpus=tuple(gpus))
+    return Inventory(driver_version=driver_version, cuda_version=_cuda_version(cuda_driver_version), gpus=tuple(gpus))
 
 
 def _unless_not_supported(read, default):
@@ -251,34 +315,45 @@ def _unless_not_supported(read, default):
         return default
 
 
-def _read_gpu(nvml, index: int, cap_minors) -> Gpu:
+def _read_gpu(nvml, index: int, cap_minors, transcript: _Transcript) -> Gpu:
     from cdi.nvml_binding import DEVICE_MIG_ENABLE
 
     handle = nvml.device_handle_by_index(index)
     minor = nvml.device_minor_number(handle)
+    transcript.add(f"gpu {index} minor {minor}")
     major, minor_cc = nvml.device_cuda_compute_capability(handle)
-    architecture = ARCHITECTURES.get(_unless_not_supported(lambda: nvml.device_architecture(handle), None),
-                                     "Unknown")
-    mig_enabled = _unless_not_supported(lambda: nvml.device_mig_mode(handle)[0], 0) == DEVICE_MIG_ENABLE
-    migs = _read_mig_devices(nvml, handle, index, minor, cap_minors) if mig_enabled else ()
-    return Gpu(index=index, minor=minor, uuid=nvml.device_uuid(handle), name=nvml.device_name(handle),
-               brand=BRANDS.get(nvml.device_brand(handle), "Unknown"),
-               pci_bus_id=nvml.device_pci_info(handle).busId,
-               architecture=architecture, compute_capability=f"{major}.{minor_cc}",
-               memory_total=nvml.device_memory_info(handle).total,
+    transcript.add(f"gpu {index} compute-capability {major} {minor_cc}")
+    architecture = _unless_not_supported(lambda: nvml.device_architecture(handle), None)
+    transcript.add(f"gpu {index} architecture {'not-supported' if architecture is None else architecture}")
+    mig_mode = _unless_not_supported(lambda: nvml.device_mig_mode(handle)[0], None)
+    transcript.add(f"gpu {index} mig-mode {'not-supported' if mig_mode is None else mig_mode}")
+    mig_enabled = mig_mode == DEVICE_MIG_ENABLE
+    migs = _read_mig_devices(nvml, handle, index, minor, cap_minors, transcript) if mig_enabled else ()
+    uuid, name, brand = nvml.device_uuid(handle), nvml.device_name(handle), nvml.device_brand(handle)
+    pci_bus_id, memory = nvml.device_pci_info(handle).busId, nvml.device_memory_info(handle).total
+    for what, value in (("uuid", uuid), ("name", name), ("brand", brand), ("pci-bus-id", pci_bus_id),
+                        ("memory", memory)):
+        transcript.add(f"gpu {index} {what} {value}")
+    return Gpu(index=index, minor=minor, uuid=uuid, name=name, brand=BRANDS.get(brand, "Unknown"),
+               pci_bus_id=pci_bus_id, architecture=ARCHITECTURES.get(architecture, "Unknown"),
+               compute_capability=f"{major}.{minor_cc}", memory_total=memory,
                mig_enabled=mig_enabled, mig_devices=tuple(migs))
 
 
-def _gi_profiles(nvml, handle) -> dict[int, tuple[str, int]]:
+def _gi_profiles(nvml, handle, gpu_index: int = 0, transcript: _Transcript | None = None) -> dict[int, tuple[str, int]]:
     """GPU instance profile id -> (name such as "3g.20gb", compute slices)."""
     from cdi.nvml_binding import GPU_INSTANCE_PROFILE_COUNT, NvmlCallError
 
+    transcript = transcript or _Transcript(None)
     profiles = {}
     for index in range(GPU_INSTANCE_PROFILE_COUNT):
         try:
             info = nvml.device_gpu_instance_profile_info(handle, index)
         except NvmlCallError:
+            transcript.add(f"gpu {gpu_index} gi-profile {index} none")
             continue  # not a profile of this GPU
+        transcript.add(f"gpu {gpu_index} gi-profile {index} id {info.id} slices {info.sliceCount} "
+                       f"memory {info.memorySizeMB} name {info.name}")
         name = info.name.removeprefix("MIG ")
         if not name:  # drivers without profile names: build it the way nvidia-smi shows it
             name = f"{info.sliceCount}g.{round(info.memorySizeMB / 1024)}gb"
@@ -286,17 +361,21 @@ def _gi_profiles(nvml, handle) -> dict[int, tuple[str, int]]:
     return profiles
 
 
-def _read_mig_devices(nvml, handle, gpu_index: int, gpu_minor: int, cap_minors) -> list[MigDevice]:
+def _read_mig_devices(nvml, handle, gpu_index: int, gpu_minor: int, cap_minors,
+                      transcript: _Transcript) -> list[MigDevice]:
     from cdi.nvml_binding import COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, ERROR_NOT_FOUND, NvmlCallError
 
-    profiles = _gi_profiles(nvml, handle)
+    profiles = _gi_profiles(nvml, handle, gpu_index, transcript)
+    count = nvml.device_max_mig_device_count(handle)
+    transcript.add(f"gpu {gpu_index} max-mig-devices {count}")
     devices = []
-    for slot in range(nvml.device_max_mig_device_count(handle)):
+    for slot in range(count):
         try:
             mig = nvml.device_mig_device_handle_by_index(handle, slot)
         except NvmlCallError as e:
             if e.code != ERROR_NOT_FOUND:
                 raise
+            transcript.add(f"gpu {gpu_index} mig {slot} none")
             continue  # an empty slot
         gi = nvml.device_gpu_instance_id(mig)
         ci = nvml.device_compute_instance_id(mig)
@@ -306,12 +385,13 @@ def _read_mig_devices(nvml, handle, gpu_index: int, gpu_minor: int, cap_minors) 
         ci_info = nvml.compute_instance_info(nvml.gpu_instance_compute_instance_by_id(gpu_instance, ci))
         ci_slices = nvml.gpu_instance_compute_instance_profile_info(
             gpu_instance, ci_info.profileId, COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).sliceCount
+        uuid, memory = nvml.device_uuid(mig), nvml.device_memory_info(mig).total
+        transcript.add(f"gpu {gpu_index} mig {slot} gi {gi} ci {ci} gi-profile-id {gi_info.profileId} "
+                       f"ci-profile-id {ci_info.profileId} ci-slices {ci_slices} memory {memory} uuid {uuid}")
         profile = gi_name if ci_slices == gi_slices else f"{ci_slices}c.{gi_name}"
         # the real drivers' fixed layout when the driver has no mig-minors file to read
         gi_cap = cap_minors.get((gpu_minor, gi, None), 3 + 135 * gpu_minor + 9 * gi)
         ci_cap = cap_minors.get((gpu_minor, gi, ci), 3 + 135 * gpu_minor + 9 * gi + 1 + ci)
-        devices.append(MigDevice(parent_index=gpu_index, index=slot,
-                                 uuid=nvml.device_uuid(mig), gi=gi, ci=ci, profile=profile,
-                                 gi_cap_minor=gi_cap, ci_cap_minor=ci_cap,
-                                 memory_total=nvml.device_memory_info(mig).total))
+        devices.append(MigDevice(parent_index=gpu_index, index=slot, uuid=uuid, gi=gi, ci=ci, profile=profile,
+                                 gi_cap_minor=gi_cap, ci_cap_minor=ci_cap, memory_total=memory))
     return devices
