@@ -41,8 +41,9 @@ MAGIC = "gct-driver-files 1"
 MAX_CACHE_BYTES = 4 << 20
 
 
-class _RecordingRoot(DriverRoot):
-    """A DriverRoot that notes the answer of every lstat (see the module docstring)."""
+class RecordingRoot(DriverRoot):
+    """A DriverRoot that notes the answer of every lstat (see the module docstring). Also used by jit-cdi's
+    create cache (runtime_shim.jit_cdi), whose edits are a function of the same answers."""
 
     def __init__(self, root: str):
         super().__init__(root)
@@ -75,7 +76,8 @@ def _answer(st: os.stat_result, full: bool = False) -> list[int]:
     return [st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _same_answers(answers: list) -> bool:
+def same_answers(answers: list) -> bool:
+    """Whether every path still gives its kept answer."""
     for host, kept in answers:
         try:
             st = os.lstat(host)
@@ -101,14 +103,23 @@ def locate_driver_files_kept(cache_dir: str, root: str, driver_version: str, cap
     kept = _read(cache_dir, name, key)
     if kept is not None:
         return kept
-    recording = _RecordingRoot(root)
+    recording = RecordingRoot(root)
     files = locate_driver_files(recording, driver_version, caps, ld_cache=ld_cache or LD_CACHE)
-    answers = sorted(recording.answers.items())
-    newest = max((a[5] for _, a in answers if a is not None and len(a) > 3), default=0)
-    if not recording.unsettled and time.time_ns() - newest >= config_cache.RECENT_NS:
+    answers = settled_answers(recording)
+    if answers is not None:
         config_cache.write_trusted_file(cache_dir, name, {"magic": MAGIC, "key": key, "answers": answers,
                                                           "files": [_file_row(f) for f in files.files]})
     return files
+
+
+def settled_answers(recording: RecordingRoot) -> list | None:
+    """The recorded answers, sorted by path, if they may be kept: none changed while they were read, or
+    less than config_cache.RECENT_NS ago (see the module docstring)."""
+    answers = sorted(recording.answers.items())
+    newest = max((a[5] for _, a in answers if a is not None and len(a) > 3), default=0)
+    if recording.unsettled or time.time_ns() - newest < config_cache.RECENT_NS:
+        return None
+    return answers
 
 
 def _read(cache_dir: str, name: str, key: list) -> DriverFiles | None:
@@ -125,7 +136,7 @@ def _read(cache_dir: str, name: str, key: list) -> DriverFiles | None:
         files = tuple(_file_of(row) for row in kept["files"])
     except (ValueError, RecursionError, KeyError, TypeError):
         return None
-    if not _same_answers(answers):
+    if not same_answers(answers):
         return None
     return DriverFiles(root=key[0], driver_version=key[1], files=files)
 

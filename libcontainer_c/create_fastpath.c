@@ -18,7 +18,9 @@
  * runs for every error and warning, so messages come from one place.
  */
 #include <dirent.h>
+#include <spawn.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 
 #include "json.h"
 
@@ -74,7 +76,8 @@ static int request_key(const struct doc *doc, struct span top, const char *rules
                        const char *self, char **envp, struct buf *key)
 {
     static const char *const environ_keys[] = { "NVIDIA_CTK_CONFIG_FILE_PATH", "XDG_CONFIG_HOME", "NVIDIA_CTK_CACHE_DIR",
-                                                "NVIDIA_CTK_DRIVER_ROOT", "NVIDIA_CTK_CDI_CACHE_FILE", NULL };
+                                                "NVIDIA_CTK_DRIVER_ROOT", "NVIDIA_CTK_CDI_CACHE_FILE",
+                                                "NVIDIA_CTK_NVML_TIMEOUT", NULL };
     key_line(key, "program", program, strlen(program), NULL, 0);
     key_line(key, "exe", self, strlen(self), NULL, 0);
     for (const char *const *k = environ_keys; *k; k++) {
@@ -179,10 +182,8 @@ static int check_still_true(void *arg, const char *value, size_t len)
 {
     (void)arg;
     char line[PATH_MAX + 256];
-    if (len >= sizeof(line))
+    if (value_cstr(value, len, line, sizeof(line)))
         return 1;
-    memcpy(line, value, len);
-    line[len] = '\0';
     unsigned long long dev, ino, mode, rdev;
     long long size, mtime, ctime;
     int path_at = 0;
@@ -202,12 +203,118 @@ static int absent_still(void *arg, const char *value, size_t len)
 {
     (void)arg;
     char path[PATH_MAX];
-    if (len >= sizeof(path))
+    if (value_cstr(value, len, path, sizeof(path)))
         return 1;
-    memcpy(path, value, len);
-    path[len] = '\0';
     struct stat st;
     return !(stat(path, &st) != 0 && errno == ENOENT);
+}
+
+static long long ns_of(struct timespec t)
+{
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* jit-cdi's answers of the driver root (cdi.driver_files_cache, written by create_cache.answer_line):
+ * "lstat <mode> <dev> <ino> <size> <mtime_ns> <ctime_ns> <path>" and "lstat-dir <mode> <dev> <ino> <path>"
+ * (a directory only walked through) no longer what lstat(path) gives. arg: whether the line is full. */
+static int lstat_changed(void *arg, const char *value, size_t len)
+{
+    int full = arg != NULL;
+    char line[PATH_MAX + 256];
+    if (value_cstr(value, len, line, sizeof(line)))
+        return 1;
+    unsigned long long mode, dev, ino;
+    long long size = 0, mtime = 0, ctime = 0;
+    int path_at = 0;
+    int fields = full ? sscanf(line, "%llu %llu %llu %lld %lld %lld %n", &mode, &dev, &ino, &size, &mtime, &ctime,
+                               &path_at)
+                      : sscanf(line, "%llu %llu %llu %n", &mode, &dev, &ino, &path_at);
+    struct stat st;
+    if (fields != (full ? 6 : 3) || !path_at || lstat(line + path_at, &st) != 0)
+        return 1;
+    if (st.st_mode != mode || st.st_dev != dev || st.st_ino != ino)
+        return 1;
+    return full && !(st.st_size == size && ns_of(st.st_mtim) == mtime && ns_of(st.st_ctim) == ctime);
+}
+
+/* "lstat-absent <path>": lstat(path) no longer says missing (cdi.driver_root.MISSING_ERRNOS). */
+static int lstat_absent_changed(void *arg, const char *value, size_t len)
+{
+    (void)arg;
+    char path[PATH_MAX];
+    if (value_cstr(value, len, path, sizeof(path)))
+        return 1;
+    struct stat st;
+    return !(lstat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG));
+}
+
+static int root_answers_changed(const char *cache)
+{
+    static int full;   /* its address marks a full line */
+    return each_line(cache, "lstat", lstat_changed, &full) || each_line(cache, "lstat-dir", lstat_changed, NULL) ||
+           each_line(cache, "lstat-absent", lstat_absent_changed, NULL);
+}
+
+static int add_inventory_line(void *arg, const char *value, size_t len)
+{
+    buf_add(arg, value, len);
+    buf_add(arg, "\n", 1);
+    return 0;
+}
+
+/*
+ * jit-cdi: whether the driver still answers what the entry's edits were made of. NVML is a library the
+ * static launcher cannot load, so the entry's nvml-helper (gct-nvml-inventory, dynamic) reads it with
+ * the same calls as cdi.nvml and prints the transcript; equal to the entry's "inventory" lines, the
+ * inventory is the one Python built the edits from. The helper gets an empty environment and
+ * /dev/null for stdin and stderr: any failure of it (no driver, a hang cut by its own timeout) only
+ * means Python decides, and Python says what is wrong.
+ */
+static int inventory_unchanged(const char *cache)
+{
+    char helper[PATH_MAX], library[PATH_MAX], minors[PATH_MAX], timeout[64];
+    if (cache_field(cache, "nvml-helper", helper, sizeof(helper)) || helper[0] != '/' ||
+        cache_field(cache, "nvml-library", library, sizeof(library)) ||
+        cache_field(cache, "nvml-mig-minors", minors, sizeof(minors)) ||
+        cache_field(cache, "nvml-timeout", timeout, sizeof(timeout)))
+        return 0;
+    struct buf expected = { 0 }, got = { 0 };
+    each_line(cache, "inventory", add_inventory_line, &expected);
+    int pipe_fds[2], same = 0;
+    if (expected.failed || expected.len == 0 || pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        free(expected.data);
+        return 0;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    char *args[] = { helper, library, minors, timeout, NULL }, *no_env[] = { NULL };
+    pid_t pid;
+    int spawned = posix_spawn(&pid, helper, &actions, NULL, args, no_env) == 0;
+    posix_spawn_file_actions_destroy(&actions);
+    close(pipe_fds[1]);
+    if (spawned) {
+        char chunk[4096];
+        ssize_t n;
+        /* one byte more than expected is enough to tell them apart; the rest is not read */
+        while (!got.failed && got.len <= expected.len &&
+               ((n = read(pipe_fds[0], chunk, sizeof(chunk))) > 0 || (n < 0 && errno == EINTR)))
+            if (n > 0)
+                buf_add(&got, chunk, (size_t)n);
+        close(pipe_fds[0]);
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        same = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !got.failed && got.len == expected.len &&
+               memcmp(got.data, expected.data, got.len) == 0;
+    } else {
+        close(pipe_fds[0]);
+    }
+    free(expected.data);
+    free(got.data);
+    return same;
 }
 #include "create_apply.c"  /* the edits, applied as cdi.apply applies them */
 
@@ -326,9 +433,13 @@ static int create_from_cache(const char *program, const char *self, const char *
     if (!shape_ok(&doc, top, &S_TOP) || request_key(&doc, top, rules, program, self, envp, &key) != 0)
         goto done;
     cache = read_create_cache(cache_dir, config, identity, &key);
-    if (!cache || each_line(cache, "check", check_still_true, NULL) || each_line(cache, "absent", absent_still, NULL))
+    if (!cache || each_line(cache, "check", check_still_true, NULL) || each_line(cache, "absent", absent_still, NULL) ||
+        root_answers_changed(cache))
         goto done;
-    *mode_out = has_line(cache, "mode", "legacy", 6, 1) ? "legacy" : "cdi";
+    int jit = has_line(cache, "mode", "jit-cdi", 7, 1);
+    if (jit && !inventory_unchanged(cache))
+        goto done;
+    *mode_out = has_line(cache, "mode", "legacy", 6, 1) ? "legacy" : jit ? "jit-cdi" : "cdi";
     if (has_key(cache, "unless-nvidia-prestart")) {
         int present = has_nvidia_prestart(&doc, top);
         if (present < 0)

@@ -207,14 +207,20 @@ struct field_copy {
     size_t size;
 };
 
+/* A line's value as a C string in out; -1 when it does not fit. */
+static int value_cstr(const char *value, size_t len, char *out, size_t size)
+{
+    if (len >= size)
+        return -1;
+    memcpy(out, value, len);
+    out[len] = '\0';
+    return 0;
+}
+
 static int copy_value(void *arg, const char *value, size_t len)
 {
     struct field_copy *copy = arg;
-    if (len >= copy->size)
-        return -1;
-    memcpy(copy->out, value, len);
-    copy->out[len] = '\0';
-    return 1;
+    return value_cstr(value, len, copy->out, copy->size) ? -1 : 1;
 }
 
 /* The value of the (first) line "key value" in the cache text, copied into out; -1 if absent. */
@@ -229,10 +235,8 @@ static int search_dir_changed(void *arg, const char *value, size_t len)
 {
     (void)arg;
     char entry[PATH_MAX + 32];
-    if (len >= sizeof(entry))
+    if (value_cstr(value, len, entry, sizeof(entry)))
         return 1;
-    memcpy(entry, value, len);
-    entry[len] = '\0';
     char *dir = strchr(entry, ' ');
     if (!dir)
         return 1;

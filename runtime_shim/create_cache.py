@@ -1,22 +1,30 @@
 """The create cache: what the C launcher needs to edit a GPU container's config.json without Python.
 
 A GPU container's `create` through Python costs an interpreter start (~15-20 ms here); the same request
-again, on the same config, specs and driver nodes, gets the same edits. So after Python has edited a
-config.json in `cdi` or `legacy` mode it records, per request, in
+again, on the same config, specs, driver and driver nodes, gets the same edits. So after Python has
+edited a config.json it records, per request, in
 `<cache dir>/create-<fnv1a64(config path)>-<fnv1a64(key)>.cache`:
 
     gct-create-cache 1
     config <config path>                 identity <its identity>   (as in the runtime cache)
     key <line>                           the request's key, line by line (key_lines)
-    mode cdi|legacy
+    mode cdi|jit-cdi|legacy
+    nvml-helper <path>                   (jit-cdi) how the launcher reads NVML again: gct-nvml-inventory
+    nvml-library <path or soname>        LIBRARY MIG_MINORS TIMEOUT, whose output must be exactly the
+    nvml-mig-minors <path>               inventory lines (cdi.nvml.load_inventory's transcript, each
+    nvml-timeout <seconds>               with its newline)
+    inventory <line>
     check <dev> <ino> <size> <mtime_ns> <ctime_ns> <mode> <rdev> <path>   what the edits came from:
-    absent <path>                        spec dirs and files, host device nodes, the prestart hook
+    absent <path>                        spec dirs and files, host device nodes, the hooks, the helper
+    lstat <mode> <dev> <ino> <size> <mtime_ns> <ctime_ns> <path>   (jit-cdi) every answer the driver
+    lstat-dir <mode> <dev> <ino> <path>                            root gave while it was searched
+    lstat-absent <path>                                            (cdi.driver_files_cache)
     env <JSON string>                    the edits, as cdi.apply leaves them on an empty spec:
     device <path>\\t<JSON object>         process.env, linux.devices, linux.resources.devices, mounts,
     rule <JSON object>                   hooks (by name), ready to insert
     mount <destination>\\t<JSON object>
     hook <hook name>\\t<JSON object>
-    drop-nvidia-prestart                 (cdi) modes.drop_legacy_hooks after the edits
+    drop-nvidia-prestart                 (cdi, jit-cdi) modes.drop_legacy_hooks after the edits
     unless-nvidia-prestart               (legacy) no change when the hook is there already
 
 The launcher (libcontainer_c/create_fastpath.c) builds the key from config.json and edits it only when a
@@ -29,8 +37,15 @@ CAP_SYS_ADMIN), so two config.json with the same key get the same request by con
 naming those members (which env names, prefixes) are written into the runtime cache (key_rules), so the
 C side has no list of its own. The key also holds what else picks the mode and the edits: the program
 name, the launcher's path (the legacy hook is looked for beside it), the environment the hook entry
-copies, and the process user (device nodes are given to it). jit-cdi reads the driver at every create
-and is never cached; nor is a request that logged a warning (it must be seen each time).
+copies and NVML's timeout, and the process user (device nodes are given to it).
+
+jit-cdi reads the driver at every create, and so does its cached path: the edits are a function of the
+request, the config, the driver root's answers and NVML's answers, and the launcher has the first three
+checked by the key and the stat lines and the last read again by gct-nvml-inventory, a small dynamic
+program (the static launcher cannot load a library), compared with the transcript Python's inventory
+was made of. A request asking for graphics or display is not kept in jit-cdi mode (its DRM nodes come
+from a sysfs listing no answer stands for), nor is any request that logged a warning (it must be seen
+each time).
 """
 from __future__ import annotations
 
@@ -48,8 +63,7 @@ MAX_ENTRIES = 256                # create cache files kept per config (prune_old
 ENV_PREFIX = "NVIDIA_"           # every variable cdi.request reads but CUDA_VERSION and the swarm names
 ENV_NAMES = ("CUDA_VERSION",)
 # the caller's variables the key holds: those the legacy hook entry copies, and the spec cache's file
-KEY_ENVIRON = (*HOOK_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE")
-CACHED_MODES = ("cdi", "legacy")
+KEY_ENVIRON = (*HOOK_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE", "NVIDIA_CTK_NVML_TIMEOUT")
 
 
 def env_names(config) -> tuple[str, ...]:
@@ -108,17 +122,57 @@ def check_line(path: str) -> str:
             f"{st.st_rdev} {path}")
 
 
-def checked(paths) -> list[tuple[str, str]] | None:
-    """(path, check_line(path)) for each path; None when one cannot be looked at (then no cache)."""
+class Checks:
+    """What an entry's edits came from, as the launcher checks it again before using them: stat lines
+    (check_line, by path), lstat answers (jit-cdi: the driver root's, cdi.driver_files_cache) written as
+    answer_line, and the lines that have the launcher read NVML again and compare its transcript."""
+
+    def __init__(self, stats: list[tuple[str, str]], answers: list | None = None, nvml: list[str] | None = None):
+        self.stats, self.answers, self.nvml = stats, answers or [], nvml or []
+
+    def __add__(self, other: Checks) -> Checks:
+        return Checks(self.stats + other.stats, self.answers + other.answers, self.nvml + other.nvml)
+
+    def still_true(self) -> bool:
+        """Whether every path still gives what it gave (what the edits came from has not changed)."""
+        from cdi.driver_files_cache import same_answers
+
+        again = checked(path for path, _ in self.stats)
+        return again is not None and again.stats == self.stats and (not self.answers or same_answers(self.answers))
+
+    def lines(self) -> list[str]:
+        return self.nvml + [line for _, line in self.stats] + [answer_line(p, a) for p, a in self.answers]
+
+
+def checked(paths) -> Checks | None:
+    """The stat lines of paths (check_line); None when one cannot be looked at (then no cache)."""
     try:
-        return [(path, check_line(path)) for path in paths]
+        return Checks([(path, check_line(path)) for path in paths])
     except OSError:
         return None
 
 
-def still_true(checks: list[tuple[str, str]]) -> bool:
-    """Whether every path still gives the line it gave (what the edits came from has not changed)."""
-    return checked(path for path, _ in checks) == checks
+def answer_line(path: str, answer: list[int] | None) -> str:
+    """An lstat answer (cdi.driver_files_cache) as the launcher checks it: lstat-absent (ENOENT, ENOTDIR
+    or ENAMETOOLONG, cdi.driver_root.MISSING_ERRNOS), lstat-dir (mode, dev, ino) or lstat (and size,
+    mtime_ns, ctime_ns)."""
+    if answer is None:
+        return f"lstat-absent {path}"
+    return f"{'lstat-dir' if len(answer) == 3 else 'lstat'} {' '.join(map(str, answer))} {path}"
+
+
+def jit_checks(recording, edits, launcher_exe: str) -> Checks | None:
+    """jit-cdi's checks (runtime_shim.jit_cdi.JitRecording), or None when its edits cannot be kept."""
+    from cdi.nvml import nvml_timeout
+    from runtime_shim.jit_cdi import NVML_INVENTORY_PROGRAM
+
+    helper = os.path.join(os.path.dirname(launcher_exe), NVML_INVENTORY_PROGRAM)
+    answers = recording.answers()
+    stats = checked([helper, *recording.stat_paths(edits)])
+    nvml = recording.nvml_lines(helper, nvml_timeout())
+    if answers is None or stats is None or nvml is None or not os.access(helper, os.X_OK):
+        return None
+    return Checks(stats.stats, answers, nvml)
 
 
 def _raw(text: str) -> bool:
@@ -148,7 +202,7 @@ def edit_lines(edited: dict, mode: str) -> list[str] | None:
         lines.append(f"mount {mount['destination']}\t{json_codec.dumps_compact(mount)}")
     for name, hooks in (edited.get("hooks") or {}).items():
         for hook in hooks:
-            if mode == "cdi" and _is_nvidia_hook(hook):
+            if mode != "legacy" and _is_nvidia_hook(hook):
                 return None   # drop_legacy_hooks would judge an added hook too: Python does that
             lines.append(f"hook {name}\t{json_codec.dumps_compact(hook)}")
     if set(edited) - {"process", "linux", "mounts", "hooks"} or set(edited.get("process") or {}) - {"env", "user"}:

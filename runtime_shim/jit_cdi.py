@@ -15,6 +15,7 @@ from cdi.spec import ContainerEdits
 from runtime_shim.errors import ShimError
 
 CDI_HOOK = "nvidia-cdi-hook"
+NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"   # beside the launchers: reads NVML for the create cache
 
 
 def unsupported(request: DeviceRequest) -> str:
@@ -26,18 +27,74 @@ def unsupported(request: DeviceRequest) -> str:
     return ""
 
 
+def hook_candidate(launcher_exe: str | None) -> str | None:
+    """Where this installation's nvidia-cdi-hook would be: beside the shim's launcher."""
+    return os.path.join(os.path.dirname(launcher_exe), CDI_HOOK) if launcher_exe else None
+
+
 def cdi_hook_path(launcher_exe: str | None) -> str | None:
-    """nvidia-cdi-hook of this installation: beside the shim's launcher when there is one there."""
-    if launcher_exe:
-        candidate = os.path.join(os.path.dirname(launcher_exe), CDI_HOOK)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
+    """nvidia-cdi-hook of this installation, when it is there (hook_candidate)."""
+    candidate = hook_candidate(launcher_exe)
+    if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+        return candidate
     return None
 
 
+class JitRecording:
+    """What one jit-cdi create's edits were made of, for its create cache entry (create_cache): the
+    NVML transcript (cdi.nvml.load_inventory), every answer the driver root gave while it was searched
+    (cdi.driver_files_cache.RecordingRoot: the edits are a function of them), and the files looked at
+    outside it: the host device nodes the edits name, the hook, the root's marker of a simulated host,
+    the driver's params file and, for the loader's search of NVML under "/", /etc/ld.so.cache."""
+
+    def __init__(self) -> None:
+        self.transcript: list[str] = []
+        self.root = None          # the RecordingRoot searched
+        self.hook_candidate: str | None = None
+        self.graphics = False     # DRM nodes come from a sysfs listing no answer stands for: not kept
+
+    def watch(self, root):
+        from cdi.driver_files_cache import RecordingRoot
+
+        self.root = RecordingRoot(root.path)
+        return self.root
+
+    def answers(self) -> list | None:
+        """The root's answers, if they may be kept (cdi.driver_files_cache.settled_answers)."""
+        from cdi.driver_files_cache import settled_answers
+
+        return None if self.graphics or self.root is None else settled_answers(self.root)
+
+    def stat_paths(self, edits: ContainerEdits) -> list[str]:
+        from cdi.discover import DRIVER_PARAMS
+        from cdi.driver_root import SIMULATED_HOST_MARKER
+
+        root = self.root
+        paths = [n.host_path or n.path for n in edits.device_nodes]
+        paths += [p for p in (self.hook_candidate,) if p]
+        if root.path == "/":
+            paths.append("/etc/ld.so.cache")
+        else:
+            paths.append(os.path.join(root.path, SIMULATED_HOST_MARKER))
+        paths.append(root.proc_path(DRIVER_PARAMS[len("/proc/"):]))
+        return paths
+
+    def nvml_lines(self, helper: str, timeout: float) -> list[str] | None:
+        """The entry's lines that let the launcher read NVML again (gct-nvml-inventory) and compare."""
+        from cdi.nvml import MIG_MINORS, nvml_library_argument
+
+        library = nvml_library_argument(self.root)
+        if library is None:
+            return None
+        return [f"nvml-helper {helper}", f"nvml-library {library}",
+                f"nvml-mig-minors {self.root.proc_path(MIG_MINORS)}", f"nvml-timeout {timeout!r}",
+                *(f"inventory {line}" for line in self.transcript)]
+
+
 def jit_edits(request: DeviceRequest, config: Config, environ: dict[str, str],
-              launcher_exe: str | None = None) -> ContainerEdits:
-    from cdi.discover import build_edits
+              launcher_exe: str | None = None, recording: JitRecording | None = None) -> ContainerEdits:
+    """The edits of the request, built from the driver now. recording: filled with what they were made of."""
+    from cdi.discover import GRAPHICS_CAPABILITIES, build_edits
     from cdi.driver_root import resolve_driver_root
     from cdi.nvml import load_inventory
     from cdi.selection import select_and_check
@@ -46,7 +103,11 @@ def jit_edits(request: DeviceRequest, config: Config, environ: dict[str, str],
     if missing:
         raise ShimError(f"{missing} cannot be given in jit-cdi mode", request.where or "request")
     root = resolve_driver_root(config_root=config.nvidia_container_cli.root, environ=environ)
-    inventory = load_inventory(root)
+    if recording is not None:
+        root = recording.watch(root)
+        recording.hook_candidate = hook_candidate(launcher_exe)
+        recording.graphics = bool(request.capabilities & GRAPHICS_CAPABILITIES)
+    inventory = load_inventory(root, recording.transcript if recording is not None else None)
     selection = select_and_check(request, inventory, config.cdi.default_kind)
     return build_edits(root, inventory, request.capabilities, selection,
                        hook_path=cdi_hook_path(launcher_exe), ldconfig=config.host_ldconfig(),

@@ -98,7 +98,13 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
         checks = spec_checks + nodes if spec_checks is not None and nodes is not None else None
         new = modes.drop_legacy_hooks(modes.apply_edits(oci, edits))
     elif mode == "jit-cdi":
-        new = modes.apply_jit_cdi(oci, request, config, environ, launcher_exe)
+        from runtime_shim.jit_cdi import JitRecording, jit_edits
+
+        recording = JitRecording() if launcher_exe else None
+        edits = jit_edits(request, config, environ, launcher_exe, recording)
+        new = modes.drop_legacy_hooks(modes.apply_edits(oci, edits))
+        if recording is not None:
+            checks = create_cache.jit_checks(recording, edits, launcher_exe)
     elif mode == "legacy":
         hook_path = modes.find_hook(config, environ, launcher_exe)
         checks = create_cache.checked([hook_path])
@@ -134,15 +140,15 @@ def record_create(program: str, config, environ: dict[str, str], launcher_exe: s
     from is still as it was before it was read. edits: cdi mode's ContainerEdits, legacy mode's hooks."""
     from runtime_shim import create_cache, modes
 
-    if mode == "cdi":   # as they land on an empty spec: the lists the launcher inserts into
+    if mode != "legacy":   # as they land on an empty spec: the lists the launcher inserts into
         edits = modes.apply_edits(create_cache.empty_spec(oci), edits)
     lines = create_cache.edit_lines(edits, mode)
-    if lines is None or not create_cache.still_true(checks):
+    if lines is None or not checks.still_true():
         return
-    lines.append("drop-nvidia-prestart" if mode == "cdi" else "unless-nvidia-prestart")
+    lines.append("unless-nvidia-prestart" if mode == "legacy" else "drop-nvidia-prestart")
     key = create_cache.key_lines(view, oci, program, launcher_exe, environ)
     create_cache.write_entry(environ, runtime_cache.config_path_string(environ), identity, key, mode,
-                             [line for _, line in checks], lines)
+                             checks.lines(), lines)
 
 
 def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> str:

@@ -121,14 +121,6 @@ def apply_cdi(oci: dict, request: DeviceRequest, config: Config, registry) -> di
     return drop_legacy_hooks(apply_edits(oci, cdi_edits(request, config, registry)))
 
 
-def apply_jit_cdi(oci: dict, request: DeviceRequest, config: Config, environ: dict[str, str],
-                  launcher_exe: str | None) -> dict:
-    from cdi.apply import apply_edits
-    from runtime_shim.jit_cdi import jit_edits
-
-    return drop_legacy_hooks(apply_edits(oci, jit_edits(request, config, environ, launcher_exe)))
-
-
 def find_hook(config: Config, environ: dict[str, str], launcher_exe: str | None) -> str:
     """The prestart hook program: config `nvidia-container-runtime-hook.path`; a bare name is looked
     for beside this shim first (the same installation), then in the caller's PATH."""

@@ -142,13 +142,6 @@ def test_legacy_mode_from_the_cache_as_python_does(shim, tmp_path, bindir, hooks
     assert sum(os.path.basename(h["path"]) == "nvidia-container-runtime-hook" for h in prestart) == 1
 
 
-def test_jit_cdi_mode_is_never_cached(shim, tmp_path):
-    shim.write_config('mode = "jit-cdi"\n')
-    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
-    shim.run("--root", str(shim.root / "state"), "create", "--bundle", str(bundle), "ctr")
-    assert cache_files(shim) == []
-
-
 def cached_bundle(shim, tmp_path, env=("NVIDIA_VISIBLE_DEVICES=1",)):
     """A bundle whose request is in the cache, and the spec it came back from the launcher with."""
     spec = minimal_spec(list(env))
