@@ -20,6 +20,9 @@ from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
 
 NVML_SONAME = "libnvidia-ml.so.1"
+# The C program that prints load_inventory's transcript (libcontainer_c/nvml_inventory.c), installed
+# beside the launchers: the static launcher, which cannot dlopen, runs it instead of Python.
+NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"
 NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"
 DEFAULT_NVML_TIMEOUT = 60.0
 MAX_NVML_TIMEOUT = 3600.0

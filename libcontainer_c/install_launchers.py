@@ -8,6 +8,8 @@ program needs nothing from the environment, and the toolkit's version (cdi.versi
 Each program is a copy of the binary named after it
 (the launcher picks the program by its own file name). nvidia-cdi-hook is C (cdi_hook/), linked
 into the same binary with the C helper's sources (src/): it needs no interpreter at all.
+Beside them goes gct-nvml-inventory (nvml_inventory.c, cdi.nvml.NVML_INVENTORY_PROGRAM), a program of
+its own and dynamically linked, as it must dlopen NVML, which the static launcher cannot.
 
 The wheel carries the launcher too (setup.py calls build_wheel_scripts): built without a baked
 interpreter, it reads the one pip installed it for from INTERPRETER_FILE beside it, so
@@ -45,6 +47,10 @@ PROGRAMS = {
     "gct-launcher-probe": "libcontainer_c.launcher_probe",
 }
 TEST_ONLY_PROGRAMS = ("gct-launcher-probe",)
+# The NVML transcript reader the launcher runs (installed under cdi.nvml.NVML_INVENTORY_PROGRAM); the
+# NVML declarations it #includes are the binding's, cdi/nvml_abi.h.
+NVML_INVENTORY_SOURCE = PACKAGE_DIR / "nvml_inventory.c"
+NVML_ABI_DIR = PACKAGE_DIR.parent / "cdi"
 
 # Beside a launcher built for the wheel: its first line, "#!python" in the wheel, is rewritten by the
 # installer to the interpreter it installs for (PEP 427). The name is launcher.c's INTERPRETER_FILE.
@@ -86,14 +92,24 @@ def import_path() -> list[str]:
     return seen
 
 
-def toolkit_version() -> tuple[str, str]:
-    """(name, version) of the toolkit, from the one source cdi.version reads."""
+def toolkit_module(name: str):
+    """A module of this installation's packages, e.g. cdi.version: setup.py loads this file by its
+    path, where they may not be importable yet."""
     sys.path.insert(0, str(PACKAGE_DIR.parent))
     try:
-        from cdi.version import DISTRIBUTION, toolkit_version as version
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return DISTRIBUTION, version()
+
+
+def toolkit_version() -> tuple[str, str]:
+    """(name, version) of the toolkit, from the one source cdi.version reads."""
+    version = toolkit_module("cdi.version")
+    return version.DISTRIBUTION, version.toolkit_version()
+
+
+def nvml_inventory_program() -> str:
+    return toolkit_module("cdi.nvml").NVML_INVENTORY_PROGRAM
 
 
 def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = False,
@@ -124,6 +140,15 @@ def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = 
                              f"({' '.join(cmd)}):\n{result.stderr}")
 
 
+def build_nvml_inventory(out: Path, cc: str = "cc", strip: bool = False) -> None:
+    """gct-nvml-inventory: dynamically linked (dlopen), with -ldl for a glibc before 2.34."""
+    cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", *(["-s"] if strip else []),
+           f"-I{NVML_ABI_DIR}", str(NVML_INVENTORY_SOURCE), "-o", str(out), "-ldl"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"install_launchers: error: compiling {out.name} failed ({' '.join(cmd)}):\n{result.stderr}")
+
+
 def installable_programs() -> list[str]:
     sys.path.insert(0, str(PACKAGE_DIR.parent))
     try:
@@ -133,6 +158,7 @@ def installable_programs() -> list[str]:
 
 
 def install(bindir: Path, python: str) -> list[str]:
+    """Every program into bindir: the launcher under each name, and gct-nvml-inventory; their names."""
     bindir.mkdir(parents=True, exist_ok=True)
     built = bindir / ".gct-launcher.tmp"
     build_launcher(python, built)
@@ -143,13 +169,18 @@ def install(bindir: Path, python: str) -> list[str]:
         os.chmod(tmp, 0o755)
         os.replace(tmp, bindir / name)
     built.unlink()
-    return names
+    inventory = nvml_inventory_program()
+    tmp = bindir / f".{inventory}.tmp"
+    build_nvml_inventory(tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, bindir / inventory)
+    return [*names, inventory]
 
 
 def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list[str]:
     """The launcher, built without an interpreter, under each program's name into the wheel's scripts
-    (every program but the tests' probe); version: the one being built. INTERPRETER_FILE comes from
-    setup.py's scripts."""
+    (every program but the tests' probe), and gct-nvml-inventory; version: the one being built.
+    INTERPRETER_FILE comes from setup.py's scripts."""
     scripts_dir.mkdir(parents=True, exist_ok=True)
     built = scripts_dir / ".gct-launcher.tmp"
     build_launcher(None, built, cc, strip=True, version=version)
@@ -158,7 +189,10 @@ def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list
         shutil.copyfile(built, scripts_dir / name)
         os.chmod(scripts_dir / name, 0o755)
     built.unlink()
-    return names
+    inventory = nvml_inventory_program()
+    build_nvml_inventory(scripts_dir / inventory, cc, strip=True)
+    os.chmod(scripts_dir / inventory, 0o755)
+    return [*names, inventory]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,469 @@
+/*
+ * gct-nvml-inventory LIBRARY MIG_MINORS TIMEOUT_SECONDS
+ *
+ * Prints the transcript of the NVML answers a GPU inventory is made of, byte for byte as cdi/nvml.py's
+ * load_inventory(root, transcript) records it: the lines, their order and formats of its _Transcript
+ * docstring, each ending in "\n". It mirrors cdi/nvml.py (_read_inventory, _read_gpu, _gi_profiles,
+ * _read_mig_devices) and cdi/nvml_binding.py: the same calls through the same symbols (the versioned
+ * ones, and the v1 profile calls when the library lacks the V ones), the same buffer sizes, the same
+ * struct layouts (cdi/nvml_abi.h, the declarations the binding is generated from), and the same errors
+ * passed over (NOT_SUPPORTED for the architecture and the MIG mode, any error of a GPU-instance profile
+ * index, NOT_FOUND for an empty MIG slot).
+ *
+ * Why it exists: in jit-cdi mode the runtime shim's create would start Python (~20 ms) to rebuild
+ * container edits that are nearly always those of the last time. The static launcher cannot dlopen, so
+ * it runs this program, compares its output with the transcript Python recorded when it last built the
+ * edits, and applies the cached edits only when the two are equal. A difference between this program
+ * and cdi/nvml.py therefore costs that fast path (Python runs and decides), never wrong edits: the
+ * launcher uses the output for nothing but equality with what Python wrote.
+ *
+ *   LIBRARY          what cdi.nvml.nvml_library_argument names: the library's absolute path, or a bare
+ *                    soname for the loader to search (as cffi's dlopen does for Python)
+ *   MIG_MINORS       the driver's proc driver/nvidia-caps/mig-minors file (a missing one is a line too)
+ *   TIMEOUT_SECONDS  the bound of the whole run: digits, optionally a point and more digits, more than
+ *                    0 and at most 3600 (cdi.nvml.MAX_NVML_TIMEOUT)
+ *
+ * Exit status 0: the transcript on stdout. 1: one line "gct-nvml-inventory: error: <what> (<where>)" on
+ * stderr and nothing on stdout (the transcript is written only at the end). 2: the same kind of line,
+ * when the run outlived TIMEOUT_SECONDS (a driver that never answers); should that happen while the
+ * transcript is being written, part of it may be out: only status 0 means a whole transcript.
+ * Nothing is read from the environment (the launcher starts it with none). It is linked dynamically,
+ * unlike the launcher, because it must dlopen.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "nvml_abi.h"
+
+#define PROG "gct-nvml-inventory"
+
+/* cdi/nvml_binding.py's and cdi/nvml.py's values, under their names there (a unit test compares them) */
+#define SUCCESS 0
+#define ERROR_NOT_SUPPORTED 3
+#define ERROR_NOT_FOUND 6
+#define ERROR_LIBRARY_NOT_FOUND 12
+#define ERROR_FUNCTION_NOT_FOUND 13
+#define DEVICE_MIG_ENABLE 1
+#define GPU_INSTANCE_PROFILE_COUNT 0x12
+#define COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0
+#define SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define DEVICE_NAME_V2_BUFFER_SIZE 96
+#define DEVICE_UUID_V2_BUFFER_SIZE 96
+#define MAX_MIG_MINORS_BYTES (1 << 20)
+#define MAX_NVML_TIMEOUT 3600
+
+/* NVML_STRUCT_VERSION(2): the struct's size with the version in the top byte */
+#define GPU_INSTANCE_PROFILE_INFO_V2 ((unsigned int)sizeof(nvmlGpuInstanceProfileInfo_v2_t) | 2u << 24)
+#define COMPUTE_INSTANCE_PROFILE_INFO_V2 ((unsigned int)sizeof(nvmlComputeInstanceProfileInfo_v2_t) | 2u << 24)
+
+/* A char array as the binding reads it (ffi.string): up to the first NUL, or all of it; for "%.*s" */
+#define TEXT(array) (int)strnlen(array, sizeof(array)), array
+
+static void *nvml;            /* the loaded library */
+static const char *missing;   /* the symbol the last NVML_CALL did not find, else NULL */
+static char where[32] = "NVML";
+
+/* Calls NVML function `name`, looked up by name at each call as the binding does; a symbol the library
+ * lacks answers ERROR_FUNCTION_NOT_FOUND, as the binding reports it (and falls back on it). */
+#define NVML_CALL(name, ...)                                                                               \
+    __extension__({                                                                                        \
+        __typeof__(name) *fn_ = (__typeof__(name) *)dlsym(nvml, #name);                                    \
+        missing = fn_ ? NULL : #name;                                                                      \
+        fn_ ? fn_(__VA_ARGS__) : ERROR_FUNCTION_NOT_FOUND;                                                 \
+    })
+
+static int write_all(int fd, const char *data, size_t size)
+{
+    while (size > 0) {
+        ssize_t n = write(fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+/* "PROG: error: <what> (<where>)\n" into line; a control character from the library (dlerror,
+ * nvmlErrorString) becomes '?', so the message stays one line */
+static size_t error_line(char *line, size_t size, const char *what, const char *at)
+{
+    int n = snprintf(line, size, PROG ": error: %s (%s)\n", what, at);
+    size_t len = n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+    for (size_t i = 0; i + 1 < len; i++)
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+            line[i] = '?';
+    if (len > 0)
+        line[len - 1] = '\n';
+    return len;
+}
+
+__attribute__((noreturn, format(printf, 3, 4))) static void fail(int status, const char *at, const char *fmt, ...)
+{
+    char what[1024], line[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    write_all(2, line, error_line(line, sizeof(line), what, at));
+    _exit(status);
+}
+
+/* --- the run's bound ------------------------------------------------------------------------------ */
+
+static char timeout_message[4096];
+static size_t timeout_length;
+
+static void on_timeout(int signo)
+{
+    (void)signo;
+    write_all(2, timeout_message, timeout_length);
+    _exit(2);
+}
+
+/* TIMEOUT_SECONDS in microseconds; 0 when it is not a positive decimal of at most MAX_NVML_TIMEOUT
+ * (strtod would also take "inf", hex and leading blanks; digits beyond microseconds do not count) */
+static long long timeout_microseconds(const char *text)
+{
+    long long seconds = 0, fraction = 0, scale = 100000;
+    const char *p = text;
+
+    if (*p < '0' || *p > '9')
+        return 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((seconds = seconds * 10 + (*p - '0')) > MAX_NVML_TIMEOUT)
+            return 0;
+    if (*p == '.') {
+        if (*++p < '0' || *p > '9')
+            return 0;
+        for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            fraction += (*p - '0') * scale;
+    }
+    if (*p != '\0' || seconds * 1000000 + fraction > MAX_NVML_TIMEOUT * 1000000LL)
+        return 0;
+    return seconds * 1000000 + fraction;
+}
+
+/* A driver whose calls never return cannot be interrupted, only ended: SIGALRM's handler writes the
+ * line made here and exits. The handler is set and the signal unblocked whatever the caller left. */
+static void arm_timeout(const char *text, const char *library)
+{
+    long long microseconds = timeout_microseconds(text);
+    if (microseconds == 0)
+        fail(1, "TIMEOUT_SECONDS", "not a number of seconds above 0 and at most %d: '%s'", MAX_NVML_TIMEOUT, text);
+    char what[256];
+    snprintf(what, sizeof(what), "NVML did not answer in %s s (the driver hangs)", text);
+    timeout_length = error_line(timeout_message, sizeof(timeout_message), what, library);
+
+    struct sigaction action = {0};
+    action.sa_handler = on_timeout;
+    sigemptyset(&action.sa_mask);
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    struct itimerval timer = {{0, 0}, {microseconds / 1000000, microseconds % 1000000}};
+    if (sigaction(SIGALRM, &action, NULL) != 0 || sigprocmask(SIG_UNBLOCK, &alarm, NULL) != 0 ||
+        setitimer(ITIMER_REAL, &timer, NULL) != 0)
+        fail(1, "setitimer", "cannot set the timeout: %s", strerror(errno));
+}
+
+/* --- the transcript --------------------------------------------------------------------------------- */
+
+static struct {
+    char *data;
+    size_t length, size;
+} out;
+
+__attribute__((format(printf, 1, 2))) static void emit(const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(out.data + out.length, out.size - out.length, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            fail(1, "transcript", "cannot format a line");
+        if ((size_t)n < out.size - out.length) {
+            out.length += (size_t)n;
+            return;
+        }
+        size_t size = out.size * 2 + (size_t)n;
+        char *data = realloc(out.data, size);
+        if (data == NULL)
+            fail(1, "transcript", "out of memory");
+        out.data = data;
+        out.size = size;
+    }
+}
+
+/* nvml_binding's error_text: nvmlErrorString's words, or nvml.h's for the codes a library without it gives */
+static const char *error_text(int code)
+{
+    __typeof__(nvmlErrorString) *error_string = (__typeof__(nvmlErrorString) *)dlsym(nvml, "nvmlErrorString");
+    const char *text = error_string ? error_string(code) : NULL;
+    static char unknown[32];
+
+    if (text != NULL)
+        return text;
+    if (code == ERROR_LIBRARY_NOT_FOUND)
+        return "Shared Library Not Found";
+    if (code == ERROR_FUNCTION_NOT_FOUND)
+        return "Function Not Found";
+    snprintf(unknown, sizeof(unknown), "NVML error %d", code);
+    return unknown;
+}
+
+/* Any answer but SUCCESS ends the run, as an NvmlCallError cdi/nvml.py does not catch */
+static void check(int code)
+{
+    if (code != SUCCESS)
+        fail(1, where, "NVML query failed: %s%s%s", missing ? missing : "", missing ? ": " : "", error_text(code));
+}
+
+/* zlib's crc32 (reflected, polynomial 0xEDB88320), as cdi/nvml.py prints it; bit by bit: the file is a
+ * few KiB, where a table would be more code than time saved */
+static uint32_t crc32(const unsigned char *data, size_t size)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+
+    for (size_t i = 0; i < size; i++) {
+        crc ^= data[i];
+        for (int bit = 0; bit < 8; bit++)
+            crc = (crc >> 1) ^ (0xEDB88320u & -(crc & 1u));
+    }
+    return ~crc;
+}
+
+/* cdi/nvml.py's _read_mig_minors_file: its first MiB, opened as Python's open() does (links followed) */
+static void read_mig_minors(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        emit("mig-minors absent\n");
+        return;
+    }
+    if (fd < 0)
+        fail(1, path, "cannot read MIG capability minors: %s", strerror(errno));
+    unsigned char *data = malloc(MAX_MIG_MINORS_BYTES);
+    if (data == NULL)
+        fail(1, path, "out of memory");
+    size_t size = 0;
+    while (size < MAX_MIG_MINORS_BYTES) {
+        ssize_t n = read(fd, data + size, MAX_MIG_MINORS_BYTES - size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail(1, path, "cannot read MIG capability minors: %s", strerror(errno));
+        if (n == 0)
+            break;
+        size += (size_t)n;
+    }
+    close(fd);
+    emit("mig-minors %u %zu\n", crc32(data, size), size);
+    free(data);
+}
+
+/* nvml_binding's device_gpu_instance_profile_info: the v2 struct; from a driver without the V call
+ * (ERROR_FUNCTION_NOT_FOUND), the v1 one with no name */
+static int gi_profile_info(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->version = GPU_INSTANCE_PROFILE_INFO_V2;
+    int code = NVML_CALL(nvmlDeviceGetGpuInstanceProfileInfoV, device, profile, info);
+    if (code != ERROR_FUNCTION_NOT_FOUND)
+        return code;
+    nvmlGpuInstanceProfileInfo_t old = {0};
+    code = NVML_CALL(nvmlDeviceGetGpuInstanceProfileInfo, device, profile, &old);
+    memset(info, 0, sizeof(*info));
+    info->id = old.id;
+    info->sliceCount = old.sliceCount;
+    info->memorySizeMB = old.memorySizeMB;
+    return code;
+}
+
+/* ... and gpu_instance_compute_instance_profile_info, of which only the slices are printed */
+static unsigned int ci_profile_slices(nvmlGpuInstance_t gpu_instance, unsigned int profile)
+{
+    nvmlComputeInstanceProfileInfo_v2_t info = {0};
+    info.version = COMPUTE_INSTANCE_PROFILE_INFO_V2;
+    int code = NVML_CALL(nvmlGpuInstanceGetComputeInstanceProfileInfoV, gpu_instance, profile,
+                         COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+    if (code != ERROR_FUNCTION_NOT_FOUND) {
+        check(code);
+        return info.sliceCount;
+    }
+    nvmlComputeInstanceProfileInfo_t old = {0};
+    check(NVML_CALL(nvmlGpuInstanceGetComputeInstanceProfileInfo, gpu_instance, profile,
+                    COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &old));
+    return old.sliceCount;
+}
+
+/* cdi/nvml.py's _gi_profiles: an index that is not a profile of this GPU answers some error */
+static void read_gi_profiles(nvmlDevice_t device, unsigned int gpu)
+{
+    for (unsigned int index = 0; index < GPU_INSTANCE_PROFILE_COUNT; index++) {
+        nvmlGpuInstanceProfileInfo_v2_t info;
+        if (gi_profile_info(device, index, &info) != SUCCESS) {
+            emit("gpu %u gi-profile %u none\n", gpu, index);
+            continue;
+        }
+        emit("gpu %u gi-profile %u id %u slices %u memory %llu name %.*s\n", gpu, index, info.id, info.sliceCount,
+             info.memorySizeMB, TEXT(info.name));
+    }
+}
+
+/* cdi/nvml.py's _read_mig_devices */
+static void read_mig_devices(nvmlDevice_t device, unsigned int gpu)
+{
+    unsigned int count = 0;
+
+    read_gi_profiles(device, gpu);
+    check(NVML_CALL(nvmlDeviceGetMaxMigDeviceCount, device, &count));
+    emit("gpu %u max-mig-devices %u\n", gpu, count);
+    for (unsigned int slot = 0; slot < count; slot++) {
+        nvmlDevice_t mig = NULL;
+        int code = NVML_CALL(nvmlDeviceGetMigDeviceHandleByIndex, device, slot, &mig);
+        if (code == ERROR_NOT_FOUND) {   /* an empty slot */
+            emit("gpu %u mig %u none\n", gpu, slot);
+            continue;
+        }
+        check(code);
+        unsigned int gi = 0, ci = 0;
+        check(NVML_CALL(nvmlDeviceGetGpuInstanceId, mig, &gi));
+        check(NVML_CALL(nvmlDeviceGetComputeInstanceId, mig, &ci));
+        nvmlGpuInstance_t gpu_instance = NULL;
+        check(NVML_CALL(nvmlDeviceGetGpuInstanceById, device, gi, &gpu_instance));
+        nvmlGpuInstanceInfo_t gi_info = {0};
+        check(NVML_CALL(nvmlGpuInstanceGetInfo, gpu_instance, &gi_info));
+        nvmlComputeInstance_t compute_instance = NULL;
+        check(NVML_CALL(nvmlGpuInstanceGetComputeInstanceById, gpu_instance, ci, &compute_instance));
+        nvmlComputeInstanceInfo_t ci_info = {0};
+        check(NVML_CALL(nvmlComputeInstanceGetInfo_v2, compute_instance, &ci_info));
+        unsigned int ci_slices = ci_profile_slices(gpu_instance, ci_info.profileId);
+        char uuid[DEVICE_UUID_V2_BUFFER_SIZE] = "";
+        check(NVML_CALL(nvmlDeviceGetUUID, mig, uuid, sizeof(uuid)));
+        nvmlMemory_t memory = {0};
+        check(NVML_CALL(nvmlDeviceGetMemoryInfo, mig, &memory));
+        emit("gpu %u mig %u gi %u ci %u gi-profile-id %u ci-profile-id %u ci-slices %u memory %llu uuid %.*s\n", gpu,
+             slot, gi, ci, gi_info.profileId, ci_info.profileId, ci_slices, memory.total, TEXT(uuid));
+    }
+}
+
+/* cdi/nvml.py's _read_gpu */
+static void read_gpu(unsigned int index)
+{
+    nvmlDevice_t device = NULL;
+    unsigned int minor = 0, architecture = 0, mig_mode = 0, pending = 0, brand = 0;
+    int major = 0, minor_cc = 0;
+
+    snprintf(where, sizeof(where), "GPU %u", index);
+    check(NVML_CALL(nvmlDeviceGetHandleByIndex_v2, index, &device));
+    check(NVML_CALL(nvmlDeviceGetMinorNumber, device, &minor));
+    emit("gpu %u minor %u\n", index, minor);
+    check(NVML_CALL(nvmlDeviceGetCudaComputeCapability, device, &major, &minor_cc));
+    emit("gpu %u compute-capability %d %d\n", index, major, minor_cc);
+    int code = NVML_CALL(nvmlDeviceGetArchitecture, device, &architecture);
+    if (code == ERROR_NOT_SUPPORTED)
+        emit("gpu %u architecture not-supported\n", index);
+    else {
+        check(code);
+        emit("gpu %u architecture %u\n", index, architecture);
+    }
+    code = NVML_CALL(nvmlDeviceGetMigMode, device, &mig_mode, &pending);
+    if (code == ERROR_NOT_SUPPORTED)
+        emit("gpu %u mig-mode not-supported\n", index);
+    else {
+        check(code);
+        emit("gpu %u mig-mode %u\n", index, mig_mode);
+        if (mig_mode == DEVICE_MIG_ENABLE)
+            read_mig_devices(device, index);
+    }
+    char uuid[DEVICE_UUID_V2_BUFFER_SIZE] = "", name[DEVICE_NAME_V2_BUFFER_SIZE] = "";
+    nvmlPciInfo_t pci = {0};
+    nvmlMemory_t memory = {0};
+    check(NVML_CALL(nvmlDeviceGetUUID, device, uuid, sizeof(uuid)));
+    check(NVML_CALL(nvmlDeviceGetName, device, name, sizeof(name)));
+    check(NVML_CALL(nvmlDeviceGetBrand, device, &brand));
+    check(NVML_CALL(nvmlDeviceGetPciInfo_v3, device, &pci));
+    check(NVML_CALL(nvmlDeviceGetMemoryInfo, device, &memory));
+    emit("gpu %u uuid %.*s\n", index, TEXT(uuid));
+    emit("gpu %u name %.*s\n", index, TEXT(name));
+    emit("gpu %u brand %u\n", index, brand);
+    emit("gpu %u pci-bus-id %.*s\n", index, TEXT(pci.busId));
+    emit("gpu %u memory %llu\n", index, memory.total);
+}
+
+/* cdi/nvml.py's _initialise, for one library path or soname */
+static void load(const char *library)
+{
+    if (strchr(library, '/') != NULL) {
+        /* as check_library: a FIFO in the library's place would block dlopen until the timeout. (Its ELF
+         * check is not repeated: a truncated library kills this program, SIGBUS, which the launcher
+         * takes as no match, and Python then reports it.) */
+        struct stat st;
+        int fd = open(library, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+            fail(1, library, "cannot open the NVML library: %s", strerror(errno));
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+            fail(1, library, "the NVML library is not a regular file");
+        close(fd);
+    }
+    nvml = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (nvml == NULL)
+        fail(1, library, "cannot load the NVML library: %s", dlerror());
+    int code = NVML_CALL(nvmlInit_v2);
+    if (code != SUCCESS)
+        fail(1, library, "NVML initialisation failed: %s%s%s", missing ? missing : "", missing ? ": " : "",
+             error_text(code));
+}
+
+/* cdi/nvml.py's _read_inventory */
+static void read_inventory(const char *mig_minors)
+{
+    char version[SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "";
+    int cuda_version = 0;
+    unsigned int count = 0;
+
+    check(NVML_CALL(nvmlSystemGetDriverVersion, version, sizeof(version)));
+    check(NVML_CALL(nvmlSystemGetCudaDriverVersion, &cuda_version));
+    emit("driver-version %.*s\n", TEXT(version));
+    emit("cuda-driver-version %d\n", cuda_version);
+    read_mig_minors(mig_minors);
+    check(NVML_CALL(nvmlDeviceGetCount_v2, &count));
+    emit("device-count %u\n", count);
+    for (unsigned int index = 0; index < count; index++)
+        read_gpu(index);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4)
+        fail(1, "command line", "expected LIBRARY MIG_MINORS TIMEOUT_SECONDS, got %d arguments", argc - 1);
+    const char *library = argv[1];
+    if (library[0] == '\0' || (library[0] != '/' && strchr(library, '/') != NULL))
+        fail(1, "LIBRARY", "not an absolute path nor a bare soname: '%s'", library);
+    arm_timeout(argv[3], library);
+    out.size = 4096;
+    if ((out.data = malloc(out.size)) == NULL)
+        fail(1, "transcript", "out of memory");
+    load(library);
+    read_inventory(argv[2]);
+    if (write_all(1, out.data, out.length) != 0)
+        fail(1, "stdout", "cannot write the transcript: %s", strerror(errno));
+    /* _exit: the library's destructors (no nvmlShutdown was called, as in Python) are not worth a
+     * hang after the transcript is out */
+    _exit(0);
+}
