@@ -1,0 +1,262 @@
+"""gct-nvml-inventory (libcontainer_c/nvml_inventory.c) against cdi/nvml.py: on simulated hosts its stdout
+is, byte for byte, the transcript load_inventory records for the same driver (the launcher applies cached
+edits only when the two are equal), and a broken library is exit 1 or 2 with one line on stderr and
+nothing on stdout, within about its timeout. The program is built from the checkout for the module, as
+install_launchers builds it, and run as the launcher runs it: no environment, stdin on /dev/null."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from libcontainer_c import install_launchers
+from tests.support.simulated_host import create_in_process
+
+REPO = Path(__file__).resolve().parents[3]
+LIB = "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+MIG_MINORS = "proc/driver/nvidia-caps/mig-minors"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("gcc") is None,
+                                reason="a simulated host needs root (mknod) and gcc")
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("nvml-inventory") / "gct-nvml-inventory"
+    install_launchers.build_nvml_inventory(path)
+    return path
+
+
+def host(tmp_path_factory, name: str, gpus: int, mig: tuple[str, ...] = (), model: str | None = None) -> Path:
+    from simulator.host_builder import create_simulated_host
+
+    root = tmp_path_factory.mktemp(name) / "host"
+    if model is None:
+        create_in_process(root, gpus=gpus, mig_options=mig)
+    else:
+        create_simulated_host(str(root), gpus=gpus, model=model, driver_version="535.161.08", cuda_version="12.2",
+                              mig_options=list(mig))
+    return root
+
+
+@pytest.fixture(scope="module")
+def one_gpu(tmp_path_factory) -> Path:
+    return host(tmp_path_factory, "one-gpu", 1)
+
+
+@pytest.fixture(scope="module")
+def a100_mig(tmp_path_factory) -> Path:
+    """GPU 0 without MIG, GPU 1 with two 1g.5gb, GPU 2 with 3g.20gb, 2g.10gb and 1g.5gb; empty slots on both."""
+    return host(tmp_path_factory, "a100-mig", 3, ("1=1g.5gb,1g.5gb", "2=3g.20gb,2g.10gb,1g.5gb"))
+
+
+@pytest.fixture(scope="module")
+def t4(tmp_path_factory) -> Path:
+    """Another brand and architecture, and MIG mode NOT_SUPPORTED."""
+    return host(tmp_path_factory, "t4", 2, model="Tesla T4")
+
+
+@pytest.fixture(scope="module")
+def h100(tmp_path_factory) -> Path:
+    return host(tmp_path_factory, "h100", 2, ("0=4g.40gb,2g.20gb,1g.10gb+me",), model="NVIDIA H100 80GB HBM3")
+
+
+def python_transcript(root: Path) -> tuple[str, str, str]:
+    """(library argument, mig-minors path, the transcript as the program must print it), from
+    cdi.nvml in a process of its own (NVML is loaded once per process)."""
+    code = ("import sys\n"
+            "from cdi.driver_root import DriverRoot\n"
+            "from cdi.nvml import MIG_MINORS, load_inventory, nvml_library_argument\n"
+            "root = DriverRoot(sys.argv[1])\n"
+            "lines = []\n"
+            "load_inventory(root, lines)\n"
+            "print(nvml_library_argument(root)); print(root.proc_path(MIG_MINORS))\n"
+            "sys.stdout.write(''.join(line + '\\n' for line in lines))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    library, mig_minors, transcript = done.stdout.split("\n", 2)
+    return library, mig_minors, transcript
+
+
+def run(program: Path, *args: str, timeout: float = 30, preexec_fn=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(program), *args], capture_output=True, env={}, stdin=subprocess.DEVNULL,
+                          timeout=timeout, preexec_fn=preexec_fn)
+
+
+def assert_same_as_python(program: Path, root: Path) -> str:
+    library, mig_minors, expected = python_transcript(root)
+    done = run(program, library, mig_minors, "10")
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr
+    assert done.stdout.decode() == expected
+    return expected
+
+
+@pytest.mark.parametrize("name", ["one_gpu", "a100_mig", "t4", "h100"])
+def test_the_program_prints_what_cdi_nvml_records(program, request, name):
+    transcript = assert_same_as_python(program, request.getfixturevalue(name))
+    # and the host is what the fixture says, not two readers agreeing on little
+    assert transcript.startswith("driver-version ") and transcript.endswith("\n")
+    if name == "a100_mig":
+        assert "gpu 2 mig 2 gi " in transcript and "gpu 1 mig 2 none\n" in transcript
+        assert re.search(r"gpu 1 gi-profile \d+ none\n", transcript)
+        assert "gpu 2 gi-profile 2 id 9 slices 3 memory 19968 name MIG 3g.20gb\n" in transcript
+    if name == "t4":
+        assert "gpu 1 mig-mode not-supported\ngpu 1 uuid " in transcript and "gpu 0 brand 2\n" in transcript
+    if name == "h100":
+        assert "gpu 0 architecture 9\n" in transcript and "name MIG 1g.10gb+me\n" in transcript
+
+
+def test_a_missing_mig_minors_file_is_a_line_of_its_own(program, a100_mig, tmp_path):
+    root = tmp_path / "host"
+    subprocess.run(["cp", "-a", str(a100_mig), str(root)], check=True)
+    (root / MIG_MINORS).unlink()
+    assert "\nmig-minors absent\n" in assert_same_as_python(program, root)
+
+
+def test_a_changed_mig_minors_file_changes_its_line(program, a100_mig, tmp_path):
+    """The crc32 and the size are of the file's bytes: one byte more, another line (and still Python's)."""
+    root = tmp_path / "host"
+    subprocess.run(["cp", "-a", str(a100_mig), str(root)], check=True)
+    before = assert_same_as_python(program, root)
+    with open(root / MIG_MINORS, "ab") as f:
+        f.write(b"\n")
+    after = assert_same_as_python(program, root)
+    assert [line for line in before.splitlines() if line.startswith("mig-minors ")] != \
+        [line for line in after.splitlines() if line.startswith("mig-minors ")]
+
+
+@pytest.fixture(scope="module")
+def without_v_calls(tmp_path_factory) -> Path:
+    """A driver from before the ...ProfileInfoV calls (R470): the simulator's library built with those
+    two functions under other names, so the library lacks their symbols and both readers take the v1 calls."""
+    wrapper = tmp_path_factory.mktemp("cc") / "cc-without-v-calls"
+    wrapper.write_text(f"#!/bin/sh\nexec {shutil.which('gcc')} "
+                       "-DnvmlDeviceGetGpuInstanceProfileInfoV=simDeviceGetGpuInstanceProfileInfoHidden "
+                       "-DnvmlGpuInstanceGetComputeInstanceProfileInfoV=simGpuInstanceGetComputeInstanceProfileInfoHidden "
+                       '"$@"\n')
+    wrapper.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CC", str(wrapper))   # simulator.native_build.compiler() takes $CC first
+        root = host(tmp_path_factory, "without-v", 2, ("1=3g.20gb,1g.5gb",))
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(root / LIB)], capture_output=True, text=True,
+                             check=True).stdout
+    assert " nvmlDeviceGetGpuInstanceProfileInfo\n" in symbols and "ProfileInfoV" not in symbols
+    return root
+
+
+def test_a_driver_without_the_versioned_profile_calls_is_read_through_v1(program, without_v_calls):
+    transcript = assert_same_as_python(program, without_v_calls)
+    # the v1 structs have no name; the compute-instance slices came through the v1 call too
+    assert "gpu 1 gi-profile 2 id 9 slices 3 memory 19968 name \n" in transcript
+    assert " gi-profile-id 9 ci-profile-id 2 ci-slices 3 " in transcript
+
+
+# --- failures: exit 1 (or 2 for the timeout), one line on stderr, nothing on stdout -------------------------
+
+def one_error_line(done: subprocess.CompletedProcess, status: int = 1) -> str:
+    assert done.returncode == status, (done.returncode, done.stderr)
+    assert done.stdout == b""
+    line, = done.stderr.decode().splitlines()
+    assert line.startswith("gct-nvml-inventory: error: ") and done.stderr.endswith(b"\n"), line
+    return line
+
+
+def a_library(tmp_path: Path, source: str) -> Path:
+    c = tmp_path / "nvml.c"
+    c.write_text(source)
+    library = tmp_path / "libnvidia-ml.so.1"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(c)], check=True)
+    return library
+
+
+def test_a_missing_library(program, tmp_path):
+    line = one_error_line(run(program, str(tmp_path / "libnvidia-ml.so.1"), str(tmp_path / "mig-minors"), "5"))
+    assert line.endswith(f"No such file or directory ({tmp_path}/libnvidia-ml.so.1)"), line
+    line = one_error_line(run(program, "libnvidia-ml-not-installed.so.1", str(tmp_path / "mig-minors"), "5"))
+    assert "cannot load the NVML library: libnvidia-ml-not-installed.so.1: cannot open shared object file" in line
+
+
+def test_a_library_missing_a_symbol(program, tmp_path):
+    library = a_library(tmp_path, "int nvmlInit_v2(void) { return 0; }\n")
+    line = one_error_line(run(program, str(library), str(tmp_path / "mig-minors"), "5"))
+    assert line == ("gct-nvml-inventory: error: NVML query failed: nvmlSystemGetDriverVersion: Function Not Found "
+                    "(NVML)")
+
+
+def test_the_library_is_bound_at_load_as_cffi_binds_it(program, tmp_path):
+    """RTLD_NOW, as cffi's dlopen: a reference nothing resolves fails the load (RTLD_LAZY would not)."""
+    library = a_library(tmp_path, "extern int gct_nowhere(void);\nint nvmlInit_v2(void) { return 0; }\n"
+                                  "int nvmlUnused(void) { return gct_nowhere(); }\n")
+    line = one_error_line(run(program, str(library), str(tmp_path / "mig-minors"), "5"))
+    assert line.startswith("gct-nvml-inventory: error: cannot load the NVML library: ") and \
+        "undefined symbol: gct_nowhere" in line, line
+
+
+def test_an_error_past_the_first_lines_still_prints_nothing(program, one_gpu, tmp_path):
+    """The transcript is written at the end: a GPU whose handle cannot be had fails after several lines."""
+    library = a_library(tmp_path, """
+        #include <string.h>
+        int nvmlInit_v2(void) { return 0; }
+        const char *nvmlErrorString(int code) { return code == 2 ? "Invalid Argument\\nsecond line" : "?"; }
+        int nvmlSystemGetDriverVersion(char *v, unsigned n) { strncpy(v, "550.54.15", n); return 0; }
+        int nvmlSystemGetCudaDriverVersion(int *v) { *v = 12040; return 0; }
+        int nvmlDeviceGetCount_v2(unsigned *n) { *n = 1; return 0; }
+        int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) { (void)i; (void)h; return 2; }
+        """)
+    line = one_error_line(run(program, str(library), str(one_gpu / MIG_MINORS), "5"))
+    assert line == "gct-nvml-inventory: error: NVML query failed: Invalid Argument?second line (GPU 0)"
+
+
+def block_and_ignore_sigalrm():
+    """What a careless parent may leave behind: both survive exec."""
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+
+
+@pytest.mark.parametrize("preexec_fn", [None, block_and_ignore_sigalrm], ids=["plain", "sigalrm-blocked-ignored"])
+def test_a_library_whose_init_hangs_ends_at_the_timeout(program, tmp_path, preexec_fn):
+    library = a_library(tmp_path, "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n")
+    started = time.monotonic()
+    done = run(program, str(library), str(tmp_path / "mig-minors"), "0.5", timeout=10, preexec_fn=preexec_fn)
+    took = time.monotonic() - started
+    assert one_error_line(done, 2) == f"gct-nvml-inventory: error: NVML did not answer in 0.5 s (the driver hangs) ({library})"
+    assert 0.5 <= took < 3, took
+
+
+def test_a_mig_minors_file_that_cannot_be_read(program, one_gpu, tmp_path):
+    library, _, _ = python_transcript(one_gpu)
+    line = one_error_line(run(program, library, str(tmp_path), "5"))   # a directory
+    assert line == f"gct-nvml-inventory: error: cannot read MIG capability minors: Is a directory ({tmp_path})"
+
+
+@pytest.mark.parametrize("args, where", [
+    *(((), "command line"), (("a", "b"), "command line"), (("a", "b", "1", "d"), "command line")),
+    *((("", "/m", "1"), "LIBRARY"), (("lib/libnvidia-ml.so.1", "/m", "1"), "LIBRARY")),
+    *((("libnvidia-ml.so.1", "/m", t), "TIMEOUT_SECONDS")
+      for t in ("0", "0.0", "-1", "x", "inf", "nan", "1e3", " 1", "1 ", ".5", "1.", "3600.5", "3601",
+                "99999999999999999999", "0x10", "0.0000001", "")),
+])
+def test_bad_arguments_are_one_line_before_anything_is_loaded(program, args, where):
+    assert one_error_line(run(program, *args)).endswith(f" ({where})")
+
+
+def test_the_program_and_python_agree_on_the_constants():
+    """The #defines nvml_inventory.c names after cdi.nvml_binding's and cdi.nvml's values hold those values."""
+    from cdi import nvml, nvml_binding
+
+    source = install_launchers.NVML_INVENTORY_SOURCE.read_text()
+    defines = dict(re.findall(r"(?m)^#define ([A-Z][A-Z0-9_]*) (\(1 << \d+\)|0x[0-9a-f]+|\d+)$", source))
+    assert len(defines) == 13, defines
+    for name, text in defines.items():
+        shift = re.fullmatch(r"\(1 << (\d+)\)", text)
+        value = 1 << int(shift[1]) if shift else int(text, 0)
+        expected = getattr(nvml_binding, name) if hasattr(nvml_binding, name) else getattr(nvml, name)
+        assert value == expected, name
