@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from cdi.nvml import NVML_INVENTORY_PROGRAM
 from tests.e2e.engines import (Daemon, _spawn, _wait_for, busybox_image_tar, docker, dockerd_private_args, stop_daemon,
                                unique_cgroup_parent)
 from tests.support.pkgtools import PACKAGING, REPO, load_pkgtools
@@ -41,6 +42,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 PREFIX = "/usr/lib/gpu-container-toolkit"
 PROGRAMS = ("nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
             "nvidia-container-runtime-hook", "nvidia-cdi-hook", "nvidia-container-cli", "nvidia-ctk")
+NVML_READER = NVML_INVENTORY_PROGRAM   # beside the launchers, not one of them
 CONFFILES_DEB = ("/etc/nvidia-container-runtime/config.toml", "/etc/default/nvidia-cdi-refresh")
 CONFFILES_RPM = ("/etc/nvidia-container-runtime/config.toml", "/etc/sysconfig/nvidia-cdi-refresh")
 # pip's cache for the package builds of this machine's test runs (wheels built by Debian's python only)
@@ -212,7 +214,7 @@ def test_deb_metadata_conffiles_and_scripts(built, tmp_path):
 
 
 def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
-    for program in PROGRAMS:
+    for program in (*PROGRAMS, NVML_READER):
         link = deb_tree / "usr/bin" / program
         assert link.is_symlink(), program
         assert os.path.normpath(link.parent / os.readlink(link)) == str(deb_tree) + f"{PREFIX}/bin/{program}"
@@ -225,6 +227,8 @@ def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
         assert f"{PREFIX}/lib/python3.".encode() in data
     launchers = {(deb_tree / PREFIX[1:] / "bin" / p).stat().st_ino for p in PROGRAMS}
     assert len(launchers) == 1, "the launchers are hard links of one binary"
+    reader = deb_tree / PREFIX[1:] / "bin" / NVML_READER
+    assert reader.stat().st_ino not in launchers and "INTERP" in sh(["readelf", "-l", str(reader)]).stdout
     assert not (deb_tree / PREFIX[1:] / "bin/gct-launcher-probe").exists()
     assert not (deb_tree / PREFIX[1:] / "bin/pip").exists()
     assert not (deb_tree / PREFIX[1:] / "bin/.gpu-container-toolkit-python").exists()   # the wheel's, pruned
@@ -293,7 +297,7 @@ def symbol_versions_needed(tree: Path) -> set[tuple[str, str]]:
 def test_rpm_lists_the_expected_files_and_metadata(built, deb_tree):
     rpm = str(built["rpm"])
     files = sh(["rpm", "-qlp", rpm]).stdout.split()
-    for program in PROGRAMS:
+    for program in (*PROGRAMS, NVML_READER):
         assert f"/usr/bin/{program}" in files and f"{PREFIX}/bin/{program}" in files, program
     for path in (*CONFFILES_RPM, "/usr/lib/systemd/system/nvidia-cdi-refresh.service",
                  "/usr/lib/systemd/system/nvidia-cdi-refresh.path", "/usr/lib/udev/rules.d/71-nvidia-cdi-refresh.rules",

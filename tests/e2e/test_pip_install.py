@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cdi.nvml import NVML_INVENTORY_PROGRAM
 from libcontainer_c.install_launchers import INTERPRETER_FILE, PROGRAMS, TEST_ONLY_PROGRAMS
 from tests.support.hostile import marker_preload_library, marker_python_files
 
@@ -57,6 +58,9 @@ def test_pip_install_puts_every_program_on_path(installed, tmp_path):
     for name in WHEEL_PROGRAMS:
         assert (bindir / name).read_bytes()[:4] == b"\x7fELF", name
     assert (bindir / INTERPRETER_FILE).read_text().splitlines()[0] == f"#!{venv}/bin/python"
+    # the launchers' NVML reader is there too, and runs (its own one-line error without arguments)
+    done = subprocess.run([bindir / NVML_INVENTORY_PROGRAM], capture_output=True, text=True, env={}, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "") and done.stderr.startswith("gct-nvml-inventory: error: ")
     # the runtime's create below would keep its runtime cache in the machine's /run and read /etc's config
     path = {**env, "PATH": f"{bindir}:{env['PATH']}", "NVIDIA_CTK_CACHE_DIR": str(tmp_path / "cache"),
             "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "no-config.toml")}
@@ -96,5 +100,5 @@ def test_a_hostile_environment_reaches_neither_python_nor_the_launcher(installed
 def test_pip_uninstall_takes_every_program_away(installed):
     venv, env = installed
     sh([venv / "bin/python", "-m", "pip", "uninstall", "--yes", "--quiet", "gpu-container-toolkit"], env)
-    left = {p.name for p in (venv / "bin").iterdir()} & {*WHEEL_PROGRAMS, INTERPRETER_FILE}
+    left = {p.name for p in (venv / "bin").iterdir()} & {*WHEEL_PROGRAMS, NVML_INVENTORY_PROGRAM, INTERPRETER_FILE}
     assert not left

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cdi.nvml import NVML_INVENTORY_PROGRAM
 from libcontainer_c import install_launchers
 from runtime_shim import executable
 
@@ -131,12 +132,32 @@ def test_c_string_escapes_everything_unusual():
     assert install_launchers.c_string('a"b\\c?\n\u00e9') == '"a\\"b\\\\c\\?\\012\\303\\251"'
 
 
+def dynamic_section(path: Path) -> str:
+    return subprocess.run(["readelf", "-l", "-d", "-S", str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_nvml_reader_is_installed_beside_the_launchers_and_linked_dynamically(bindir):
+    """gct-nvml-inventory must dlopen NVML, which a static launcher cannot: the launcher finds it in its
+    own directory (cdi.nvml.NVML_INVENTORY_PROGRAM)."""
+    program = bindir / NVML_INVENTORY_PROGRAM
+    assert os.access(program, os.X_OK)
+    headers = dynamic_section(program)
+    assert "INTERP" in headers and "libc.so.6" in headers
+    done = subprocess.run([str(program)], capture_output=True, text=True, env={}, stdin=subprocess.DEVNULL,
+                          timeout=30)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == ("gct-nvml-inventory: error: expected LIBRARY MIG_MINORS TIMEOUT_SECONDS, got 0 "
+                           "arguments (command line)\n")
+
+
 @pytest.fixture(scope="module")
 def wheel_bindir(tmp_path_factory):
     """The launchers as the wheel carries them: no interpreter baked in."""
     path = tmp_path_factory.mktemp("wheel-bin")
     names = install_launchers.build_wheel_scripts(path, "9.8.7")
     assert "nvidia-ctk" in names and PROBE not in names
+    assert NVML_INVENTORY_PROGRAM in names and "INTERP" in dynamic_section(path / NVML_INVENTORY_PROGRAM)
+    assert ".symtab" not in dynamic_section(path / NVML_INVENTORY_PROGRAM)   # stripped, as the launchers are
     # built stripped, still a launcher: the shim never takes it for the low-level runtime
     assert executable.is_launcher(str(path / "nvidia-container-runtime"))
     return path

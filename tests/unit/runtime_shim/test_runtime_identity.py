@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from cdi.nvml import NVML_INVENTORY_PROGRAM
 from libcontainer_c import install_launchers
 from runtime_shim import executable, runtime_cache
 from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
@@ -184,9 +185,11 @@ def test_a_runtime_that_cannot_be_started_fails_before_config_json_is_edited(shi
 
 def test_every_installed_program_and_its_stripped_copy_is_a_launcher(bindir, tmp_path):
     names = [p.name for p in bindir.iterdir() if not p.name.startswith(".")]
-    assert sorted(names) == sorted(install_launchers.PROGRAMS)
-    for name in names:
+    assert sorted(names) == sorted([*install_launchers.PROGRAMS, NVML_INVENTORY_PROGRAM])
+    for name in install_launchers.PROGRAMS:
         assert executable.is_launcher(str(bindir / name)), name
+    # the NVML reader beside them is a program of its own, not a launcher
+    assert not executable.is_launcher(str(bindir / NVML_INVENTORY_PROGRAM))
     stripped = tmp_path / "stripped"
     shutil.copy2(bindir / "nvidia-container-runtime", stripped)
     subprocess.run(["strip", "--strip-unneeded", str(stripped)], check=True)  # as the packages do
