@@ -163,8 +163,7 @@ def answer_line(path: str, answer: list[int] | None) -> str:
 
 def jit_checks(recording, edits, launcher_exe: str) -> Checks | None:
     """jit-cdi's checks (runtime_shim.jit_cdi.JitRecording), or None when its edits cannot be kept."""
-    from cdi.nvml import nvml_timeout
-    from runtime_shim.jit_cdi import NVML_INVENTORY_PROGRAM
+    from cdi.nvml import NVML_INVENTORY_PROGRAM, nvml_timeout
 
     helper = os.path.join(os.path.dirname(launcher_exe), NVML_INVENTORY_PROGRAM)
     answers = recording.answers()

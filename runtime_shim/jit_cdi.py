@@ -15,7 +15,6 @@ from cdi.spec import ContainerEdits
 from runtime_shim.errors import ShimError
 
 CDI_HOOK = "nvidia-cdi-hook"
-NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"   # beside the launchers: reads NVML for the create cache
 
 
 def unsupported(request: DeviceRequest) -> str:
@@ -87,7 +86,7 @@ class JitRecording:
         if library is None:
             return None
         return [f"nvml-helper {helper}", f"nvml-library {library}",
-                f"nvml-mig-minors {self.root.proc_path(MIG_MINORS)}", f"nvml-timeout {timeout!r}",
+                f"nvml-mig-minors {self.root.proc_path(MIG_MINORS)}", f"nvml-timeout {timeout:f}",
                 *(f"inventory {line}" for line in self.transcript)]
 
 
