@@ -183,6 +183,12 @@ class FreshHost:
         self.process.stdin.flush()
         return self._answer()["seconds"]
 
+    def has_create_entry(self, mode: str) -> bool:
+        """Whether the worker's cache dir (seen through /proc/PID/root, in its mount namespace) holds a
+        create cache entry of mode (runtime_shim.create_cache)."""
+        cache_dir = Path(f"/proc/{self.process.pid}/root{CACHE_DIR}")
+        return any(f"\nmode {mode}\n" in p.read_text(errors="replace") for p in cache_dir.glob("create-*.cache"))
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.stdin.close()

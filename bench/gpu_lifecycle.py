@@ -102,8 +102,9 @@ def _edited(host: FreshHost, row: Row, runtime: list[str] | None = None, config:
 
 
 def _prepare(hosts: dict[str, FreshHost], rows: dict[str, Row], workdir: Path) -> None:
-    """Untimed: check that auto mode took cdi for the GPU row and jit-cdi differs from it, and keep the
-    cdi row's config.json for the edits row."""
+    """Untimed: check that auto mode took cdi for the GPU row and jit-cdi differs from it and was kept in
+    the create cache (as on a host whose driver files are older than a few seconds), and keep the cdi
+    row's config.json for the edits row."""
     # a config changed less than RECENT_NS ago is not kept (cdi.config_cache): wait that out, as on a
     # host whose config is older than a few seconds
     newest = max(host.ready_at for host in hosts.values())
@@ -116,6 +117,8 @@ def _prepare(hosts: dict[str, FreshHost], rows: dict[str, Row], workdir: Path) -
         raise RuntimeError("the shim in auto mode did not edit config.json as nvidia-container-runtime.cdi does")
     if jit == auto:
         raise RuntimeError("jit-cdi mode wrote the same config.json as cdi mode: was it taken?")
+    if not hosts["jit"].has_create_entry("jit-cdi"):
+        raise RuntimeError("jit-cdi mode kept no create cache entry: every timed create would run Python")
     (workdir / "edited-config.json").write_text(json.dumps(auto))
 
 
