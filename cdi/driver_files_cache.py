@@ -154,17 +154,29 @@ def _file_row(f: DriverFile) -> list:
             [[link.path, link.target] for link in f.symlinks]]
 
 
+def _is_path_text(value: object) -> bool:
+    """A str a path could be: no NUL, and bytes for every character (a lone surrogate from a damaged
+    file has none; the mount and the hook would fail on it later, with a traceback)."""
+    if not isinstance(value, str) or "\0" in value:
+        return False
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _file_of(row: object) -> DriverFile:
     """A DriverFile from its row; TypeError for anything but what _file_row writes."""
     if not isinstance(row, list) or len(row) != 6:
         raise TypeError("row")
     kind, capability, host_path, container_path, soname, links = row
-    if not all(isinstance(s, str) for s in (kind, capability, host_path, container_path)):
+    if not all(_is_path_text(s) for s in (kind, capability, host_path, container_path)):
         raise TypeError("row")
-    if soname is not None and not isinstance(soname, str):
+    if soname is not None and not _is_path_text(soname):
         raise TypeError("soname")
     if not isinstance(links, list) or not all(isinstance(link, list) and len(link) == 2
-                                              and all(isinstance(s, str) for s in link) for link in links):
+                                              and all(_is_path_text(s) for s in link) for link in links):
         raise TypeError("links")
     return DriverFile(kind, capability, host_path, container_path, soname,
                       tuple(Symlink(path, target) for path, target in links))

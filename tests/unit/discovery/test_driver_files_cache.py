@@ -144,7 +144,7 @@ def forged(kept_path):
 
 @pytest.mark.parametrize("spoil", ["group-writable", "foreign-owner", "symlink", "not-json", "other-magic",
                                    "other-key", "bad-row", "bad-answer", "nul-in-path",
-                                   "surrogate-in-path"])
+                                   "surrogate-in-path", "nul-in-file", "surrogate-in-file", "surrogate-in-link"])
 def test_an_untrustworthy_or_corrupt_cache_is_ignored(root, cache, tmp_path, spoil):
     expected = locate_driver_files_kept(cache, root, V, CAPS)
     kept = kept_file(cache)
@@ -181,6 +181,14 @@ def test_an_untrustworthy_or_corrupt_cache_is_ignored(root, cache, tmp_path, spo
             json.dump(document, f)
     elif spoil in ("nul-in-path", "surrogate-in-path"):   # os.lstat raises ValueError for these, not OSError
         document["answers"][0][0] += "\0" if spoil == "nul-in-path" else "\ud800"
+        with open(kept, "w") as f:
+            json.dump(document, f)
+    elif spoil in ("nul-in-file", "surrogate-in-file", "surrogate-in-link"):   # a kept row no path can be
+        row = next(r for r in document["files"] if r[5]) if spoil == "surrogate-in-link" else document["files"][0]
+        if spoil == "surrogate-in-link":
+            row[5][0][1] += "\ud800"
+        else:
+            row[2] += "\0" if spoil == "nul-in-file" else "\ud800"
         with open(kept, "w") as f:
             json.dump(document, f)
     assert locate_driver_files_kept(cache, root, V, CAPS) == expected
