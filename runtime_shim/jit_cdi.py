@@ -50,7 +50,10 @@ class JitRecording:
         self.transcript: list[str] = []
         self.root = None          # the RecordingRoot searched
         self.hook_candidate: str | None = None
-        self.graphics = False     # DRM nodes come from a sysfs listing no answer stands for: not kept
+        # Not kept: a request for graphics or display (its DRM nodes come from a sysfs listing no answer
+        # stands for), and edits made without the hook beside the launcher (discover.default_hook_path
+        # then looks in places no check covers)
+        self.keepable = True
 
     def watch(self, root):
         from cdi.driver_files_cache import RecordingRoot
@@ -62,7 +65,7 @@ class JitRecording:
         """The root's answers, if they may be kept (cdi.driver_files_cache.settled_answers)."""
         from cdi.driver_files_cache import settled_answers
 
-        return None if self.graphics or self.root is None else settled_answers(self.root)
+        return settled_answers(self.root) if self.keepable and self.root is not None else None
 
     def stat_paths(self, edits: ContainerEdits) -> list[str]:
         from cdi.discover import DRIVER_PARAMS
@@ -102,12 +105,13 @@ def jit_edits(request: DeviceRequest, config: Config, environ: dict[str, str],
     if missing:
         raise ShimError(f"{missing} cannot be given in jit-cdi mode", request.where or "request")
     root = resolve_driver_root(config_root=config.nvidia_container_cli.root, environ=environ)
+    hook_path = cdi_hook_path(launcher_exe)
     if recording is not None:
         root = recording.watch(root)
         recording.hook_candidate = hook_candidate(launcher_exe)
-        recording.graphics = bool(request.capabilities & GRAPHICS_CAPABILITIES)
+        recording.keepable = hook_path is not None and not request.capabilities & GRAPHICS_CAPABILITIES
     inventory = load_inventory(root, recording.transcript if recording is not None else None)
     selection = select_and_check(request, inventory, config.cdi.default_kind)
     return build_edits(root, inventory, request.capabilities, selection,
-                       hook_path=cdi_hook_path(launcher_exe), ldconfig=config.host_ldconfig(),
+                       hook_path=hook_path, ldconfig=config.host_ldconfig(),
                        ld_cache=config.nvidia_container_cli.ldcache or None)

@@ -204,16 +204,18 @@ def test_a_warning_means_no_entry(own_shim, tmp_path):
     assert cache_files(own_shim) == []
 
 
-def test_without_the_helper_python_decides_every_time(shim, tmp_path, bindir):  # noqa: F811
-    """An installation without gct-nvml-inventory (removed by hand) keeps no jit-cdi entry."""
-    helper = bindir / HELPER
-    hidden = bindir / f".{HELPER}.hidden"
-    os.rename(helper, hidden)
+@pytest.mark.parametrize("program", [HELPER, "nvidia-cdi-hook"])
+def test_without_the_helper_or_the_hook_python_decides_every_time(shim, tmp_path, bindir, program):  # noqa: F811
+    """An installation without gct-nvml-inventory or nvidia-cdi-hook beside the launcher (removed by
+    hand) keeps no jit-cdi entry: without the hook there, the edits name one looked for elsewhere."""
+    installed = bindir / program
+    hidden = bindir / f".{program}.hidden"
+    os.rename(installed, hidden)
     try:
         create(shim, make_bundle(tmp_path / "n", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"])))
         assert cache_files(shim) == []
     finally:
-        os.rename(hidden, helper)
+        os.rename(hidden, installed)
 
 
 def test_the_key_holds_the_nvml_timeout():
