@@ -226,30 +226,34 @@ def _damage(path: Path, how: str, victim: Path) -> None:
 
 
 def _wait_until_settled(root: Path) -> None:
-    """The prestart hook keeps the driver files only once the driver root is older than
-    config_cache.RECENT_NS (cdi.driver_files_cache): wait that out, so that its file is damaged too."""
+    """The prestart hook keeps the driver files, and jit-cdi its create cache entry, only once the driver
+    root is older than config_cache.RECENT_NS (cdi.driver_files_cache): wait that out, so that its file
+    is damaged too."""
     from cdi.config_cache import RECENT_NS
 
     newest = max(os.lstat(os.path.join(d, n)).st_ctime_ns for d, dirs, files in os.walk(root) for n in dirs + files)
     time.sleep(max(0.0, (newest + RECENT_NS - time.time_ns()) / 1e9) + 0.05)
 
 
-@pytest.mark.parametrize("mode", ["cdi", "legacy"])
+@pytest.mark.parametrize("mode", ["cdi", "legacy", "jit-cdi"])
 @pytest.mark.parametrize("how", CACHE_FAULTS)
 def test_damaged_cache_files(gpu_host, template, tmp_path, figures, how, mode):
-    """Every file in the cache dir (launcher's runtime cache, CDI verdicts, kept config; in legacy mode
-    the prestart hook's kept driver files too), damaged one at a time after a first start: the next
-    start still gets the right devices, and a symlink is not followed (the file it points to is
-    unchanged)."""
+    """Every file in the cache dir (launcher's runtime cache, the create cache, CDI verdicts, kept config;
+    in legacy mode the prestart hook's kept driver files too; in jit-cdi mode a create cache entry with
+    the NVML transcript), damaged one at a time after a first start: the next start still gets the right
+    devices, and a symlink is not followed (the file it points to is unchanged)."""
     bundle = gpu_bundle(tmp_path / "bundle", template, "0")
     original = (bundle / "config.json").read_bytes()
     run = lifecycle(gpu_host, tmp_path / "run", mode)
     cache = Path(run.env["NVIDIA_CTK_CACHE_DIR"])
-    if mode == "legacy":
+    if mode != "cdi":
         _wait_until_settled(gpu_host.root)
     assert run.run(bundle)[0] == 0
     if mode == "legacy":
         assert any(name.startswith("driver-files-") for name in os.listdir(cache)), os.listdir(cache)
+    if mode == "jit-cdi":
+        assert any("\nmode jit-cdi\n" in (cache / name).read_text() for name in os.listdir(cache)
+                   if name.startswith("create-")), os.listdir(cache)
     victim = tmp_path / "victim"
     victim.write_text("not a cache\n")
     results = {}
