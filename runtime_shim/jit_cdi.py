@@ -73,7 +73,8 @@ class JitRecording:
 
         root = self.root
         paths = [n.host_path or n.path for n in edits.device_nodes]
-        paths += [p for p in (self.hook_candidate,) if p]
+        if self.hook_candidate:
+            paths.append(self.hook_candidate)
         if root.path == "/":
             paths.append("/etc/ld.so.cache")
         else:
