@@ -139,6 +139,8 @@ def write_trusted_file(directory: str, name: str, kept: dict) -> None:
     date or time, inf, nan)."""
     import json   # writing is rare: only reading is on every start
 
+    from cdi.new_file import create_new_file
+
     try:
         text = json.dumps(kept, allow_nan=False)
     except (TypeError, ValueError):
@@ -150,18 +152,18 @@ def write_trusted_file(directory: str, name: str, kept: dict) -> None:
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return
-    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+    tmp = None
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dir_fd)
+        fd, tmp = create_new_file("", f".{name}.{os.getpid()}.", "", 0o644, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as f:
             os.fchmod(fd, 0o644)  # whatever the umask: a group/other-writable file would be refused
             f.write(text.encode())
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
     finally:
         os.close(dir_fd)

@@ -103,10 +103,12 @@ def write_spec(bundle: str, document: dict) -> None:
 
 
 def _create_locked_temp(directory: str) -> tuple[int, str]:
-    """A new temp file of ours, open and locked (see remove_stale_temp_files): (fd, path)."""
+    """A new temp file of ours, open and locked (see remove_stale_temp_files): (fd, path). The name is
+    what is_temp_name (and the C launcher's is_temp_name in create_fastpath.c) expects."""
+    from cdi.new_file import create_new_file   # only when config.json changes: not at every create
+
     for _ in range(8):
-        name = os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd, name = create_new_file(directory, f"{TEMP_PREFIX}{os.getpid()}.", TEMP_SUFFIX, 0o600)
         try:
             os.lockf(fd, os.F_LOCK, 0)
             # a cleaner that took the lock between our create and our lock has removed the name:

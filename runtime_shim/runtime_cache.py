@@ -197,13 +197,13 @@ def write_cache(environ: dict[str, str], identity_before: str | None, runtime: s
 def write_cache_file(target: str, data: bytes, temp_prefix: str) -> bool:
     """Replace target with data (a temp file beside it, mode 0644 whatever the umask: the launcher
     refuses group/other-writable files, then a rename). Best effort: False, and a debug line, if not."""
+    from cdi.new_file import create_new_file   # writing is rare: not imported at every start
+
     directory = os.path.dirname(target)
     tmp = None
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        name = os.path.join(directory, f"{temp_prefix}.{os.getpid()}.{os.urandom(4).hex()}")
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        tmp = name
+        fd, tmp = create_new_file(directory, f"{temp_prefix}.{os.getpid()}.", "", 0o644)
         try:
             os.write(fd, data)
             os.fchmod(fd, 0o644)
