@@ -117,13 +117,14 @@ class ValidatedSpecCache:
             log.debug("cannot write CDI validation cache %s: %s", self.path, exc)
 
     def _write(self) -> None:
-        import json   # writing is rare (a spec file changed): json and tempfile only then
-        import tempfile
+        import json   # writing is rare (a spec file changed): json and the file creator only then
+
+        from cdi.new_file import create_new_file
 
         entries = [[*key, document] for key, document in sorted(self._entries.items(), key=lambda kv: kv[0])]
         directory = os.path.dirname(self.path) or "."
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".cdi-cache.", dir=directory)
+        fd, tmp = create_new_file(directory, ".cdi-cache.", "", 0o600)
         try:
             with os.fdopen(fd, "w") as out:
                 json.dump({"schema": self._schema_key(), "entries": entries}, out)
