@@ -13,11 +13,11 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdi.errors import what_where
+from cdi.new_file import create_new_file
 
 RUNTIME_EXECUTABLE = "nvidia-container-runtime"
 HOOK_EXECUTABLE = "nvidia-container-runtime-hook"
@@ -131,7 +131,7 @@ def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
     except FileNotFoundError:
         mode, owner = default_mode, None
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = create_new_file(str(target.parent), f".{target.name}.", ".tmp", 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
