@@ -4,34 +4,23 @@
 as our launcher runs it (python -I -S); and, for scale, that interpreter importing click, which every
 nvidia-ctk command but a plain `cdi generate` pays (ctk.fast_path).
 
-The rows are timed in rounds, each round running every row once, so that a burst of load from elsewhere
-hits all rows alike; the medians are over the rounds."""
+The rows are timed in rounds (bench.harness.time_rounds), each round running every row once and
+starting one row later than the round before, so that a burst of load from elsewhere hits all rows
+alike; the medians are over the rounds."""
 from __future__ import annotations
 
 import sys
 import sysconfig
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
-from bench.harness import Timings, _run, report, time_command, time_lifecycles
+from bench.harness import report, run_timed, time_command, time_lifecycles, time_rounds
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 
 GPUS, MIGS_PER_GPU = 8, 7
 GOAL_MS = 250
-
-
-def time_alternating(rows: list[tuple[str, list[str]]], runs: int) -> list[Timings]:
-    """Each row once per round, `runs` rounds after a warm-up round."""
-    timings = [Timings(label) for label, _ in rows]
-    for i in range(runs + 1):
-        for timing, (_, cmd) in zip(timings, rows):
-            start = time.perf_counter()
-            _run(cmd)
-            if i:
-                timing.samples.append(time.perf_counter() - start)
-    return timings
 
 
 def run(runs: int) -> str:
@@ -46,7 +35,7 @@ def run(runs: int) -> str:
                                                  *[f"--mig={i}={mig}" for i in range(GPUS)]], 0)
         ensure_hugetlb_on_v1()
         runc = time_lifecycles("runc lifecycle (baseline)", ["runc"], make_bundle(Path(tmp, "bundle"), ["true"]), runs)
-        rows = time_alternating([
+        commands = [
             ("static binary start (floor)", [str(bin_dir / "nvidia-cdi-hook"), "--version"]),
             ("python -I -S -c pass (floor)", [sys.executable, "-I", "-S", "-c", "pass"]),
             ("python -I -S: import click (other commands)",
@@ -57,7 +46,8 @@ def run(runs: int) -> str:
              [ctk, "cdi", "generate", "--driver-root", str(big), "--output", str(Path(tmp, "nvidia.yaml"))]),
             (f"cdi generate {GPUS} GPUs x {MIGS_PER_GPU} MIG, json stdout",
              [ctk, "cdi", "generate", "--driver-root", str(big), "--format", "json"]),
-        ], runs)
+        ]
+        rows = time_rounds([(label, partial(run_timed, cmd)) for label, cmd in commands], runs)
         text = report(f"nvidia-ctk cdi generate (goal: median < {GOAL_MS} ms for {GPUS} x {MIGS_PER_GPU} MIG)",
                       [runc, *rows], runc)
         floor, two, eight = rows[1].median_ms, rows[3].median_ms, rows[4].median_ms

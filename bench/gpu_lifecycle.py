@@ -30,10 +30,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench.fresh_host import FreshHost, machine_state, packaged_config, runtime_env, traces
-from bench.harness import Timings
+from bench.harness import Timings, time_rounds
 from cdi.config_cache import RECENT_NS
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
@@ -146,12 +147,9 @@ def run(runs: int, env_rows: bool = False) -> str:
             hosts["auto"] = FreshHost("auto", workdir, driver_root)
             hosts["jit"] = FreshHost("jit", workdir, driver_root, mode="jit-cdi")
             _prepare(hosts, {row.key: row for row in rows}, workdir)
-            timings = {row.key: Timings(row.label) for row in rows}
-            for i in range(runs + 1):  # round 0 warms up
-                for row in rows[i % len(rows):] + rows[:i % len(rows)]:
-                    seconds = hosts[row.host].lifecycle(row.runtime, row.bundle, row.config, row.env)
-                    if i:
-                        timings[row.key].samples.append(seconds)
+            timed = time_rounds([(row.label, partial(hosts[row.host].lifecycle, row.runtime, row.bundle, row.config,
+                                                     row.env)) for row in rows], runs)
+            timings = {row.key: timing for row, timing in zip(rows, timed)}
         finally:
             for host in hosts.values():
                 host.close()

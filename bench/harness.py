@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-
+from typing import Callable
 
 
 def set_child_subreaper() -> None:
@@ -69,30 +69,43 @@ def lifecycle(runtime: list[str], bundle: Path, state_root: Path, env: dict | No
     return elapsed
 
 
+def run_timed(cmd: list[str], env: dict | None = None) -> float:
+    """One run of cmd; returns seconds."""
+    start = time.perf_counter()
+    _run(cmd, env)
+    return time.perf_counter() - start
+
+
+def time_rounds(rows: list[tuple[str, Callable[[], float]]], runs: int) -> list[Timings]:
+    """Each row (a label and a function timing one run of it, in seconds) once per round, `runs` rounds
+    after a warm-up round that is not counted; each round starts one row later than the one before, so
+    that the machine's drift and a burst of load from elsewhere hit every row alike."""
+    timings = [Timings(label) for label, _ in rows]
+    for i in range(runs + 1):
+        first = i % len(rows)
+        for k in [*range(first, len(rows)), *range(first)]:
+            seconds = rows[k][1]()
+            if i:
+                timings[k].samples.append(seconds)
+    return timings
+
+
 def time_lifecycles(label: str, runtime: list[str], bundle: Path, runs: int, env: dict | None = None,
                     restore_config: bytes | None = None) -> Timings:
     """Median over `runs` lifecycles after one warm-up; restores config.json before each run when given
     (a shim rewrites it on create)."""
     set_child_subreaper()
-    timings = Timings(label)
     with tempfile.TemporaryDirectory(prefix="bench-state-") as state_root:
-        for i in range(runs + 1):
+        def once() -> float:
             if restore_config is not None:
                 (bundle / "config.json").write_bytes(restore_config)
-            elapsed = lifecycle(runtime, bundle, Path(state_root), env)
-            if i:  # the first run warms caches
-                timings.samples.append(elapsed)
-    return timings
+            return lifecycle(runtime, bundle, Path(state_root), env)
+
+        return time_rounds([(label, once)], runs)[0]
 
 
 def time_command(label: str, cmd: list[str], runs: int, env: dict | None = None) -> Timings:
-    timings = Timings(label)
-    for i in range(runs + 1):
-        start = time.perf_counter()
-        _run(cmd, env)
-        if i:
-            timings.samples.append(time.perf_counter() - start)
-    return timings
+    return time_rounds([(label, lambda: run_timed(cmd, env))], runs)[0]
 
 
 def report(title: str, rows: list[Timings], baseline: Timings) -> str:
