@@ -28,14 +28,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from bench.fresh_host import FreshHost, machine_state, packaged_config, runtime_env, traces
-from bench.harness import Timings, time_rounds
-from cdi.config_cache import RECENT_NS
+from bench.harness import Timings, time_rounds, wait_until_settled
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 
@@ -108,8 +106,7 @@ def _prepare(hosts: dict[str, FreshHost], rows: dict[str, Row], workdir: Path) -
     row's config.json for the edits row."""
     # a config changed less than RECENT_NS ago is not kept (cdi.config_cache): wait that out, as on a
     # host whose config is older than a few seconds
-    newest = max(host.ready_at for host in hosts.values())
-    time.sleep(max(0.0, (newest + RECENT_NS - time.time_ns()) / 1e9) + 0.05)
+    wait_until_settled(max(host.ready_at for host in hosts.values()))
     pristine = json.loads(rows["cdi"].config.read_text())
     forced_cdi = _edited(hosts["auto"], rows["edits"], [SHIM + ".cdi"], rows["cdi"].config)
     auto = _edited(hosts["auto"], rows["cdi"])

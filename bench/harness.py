@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cdi.config_cache import RECENT_NS
+
 
 def set_child_subreaper() -> None:
     """prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned container processes are reparented to us."""
@@ -88,6 +90,13 @@ def time_rounds(rows: list[tuple[str, Callable[[], float]]], runs: int) -> list[
             if i:
                 timings[k].samples.append(seconds)
     return timings
+
+
+def wait_until_settled(newest_ns: int) -> None:
+    """Sleep until cdi.config_cache.RECENT_NS has passed since newest_ns (time.time_ns() or an st_ctime_ns
+    when the bench's host was made): the caches keep nothing changed more recently than that (a racing
+    edit could go unseen), and the benchmarks measure a host whose files are older than a few seconds."""
+    time.sleep(max(0.0, (newest_ns + RECENT_NS - time.time_ns()) / 1e9) + 0.05)
 
 
 def time_lifecycles(label: str, runtime: list[str], bundle: Path, runs: int, env: dict | None = None,

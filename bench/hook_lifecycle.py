@@ -57,8 +57,7 @@ def _hook_stats(bundle: Path, work: Path, env: dict, runs: int) -> tuple[list[fl
 def run(runs: int) -> str:
     import time
 
-    from bench.harness import report, time_lifecycles
-    from cdi import config_cache
+    from bench.harness import report, time_lifecycles, wait_until_settled
     from tests.e2e.bundle import make_bundle
 
     if not HOOK.exists() or not SHIM.exists():
@@ -69,7 +68,7 @@ def run(runs: int) -> str:
         subprocess.run([str(BIN / "nvidia-ctk"), "simulate", "create", str(host), "--gpus", "1"],
                        check=True, capture_output=True)
         config = _config(work, host)
-        settled = time.time_ns() + config_cache.RECENT_NS   # everything of the host is older by then
+        made = time.time_ns()   # everything of the host is older than this
         bundle = make_bundle(work / "bundle", ["true"], glibc=True,
                              env=["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"])
         pristine = (bundle / "config.json").read_bytes()
@@ -80,7 +79,7 @@ def run(runs: int) -> str:
         # The hook keeps the driver files it found (cdi.driver_files_cache) only once they are older
         # than config_cache.RECENT_NS: wait that out, to measure a host whose driver was installed
         # more than a few seconds ago.
-        time.sleep(max(0.0, (settled - time.time_ns()) / 1e9) + 0.05)
+        wait_until_settled(made)
         runc = time_lifecycles("runc lifecycle (no GPU)", ["runc"], bundle, runs, env=env,
                                restore_config=pristine)
         shim = time_lifecycles("shim legacy + hook (GPU 0, compute,utility)", [str(SHIM)], bundle, runs,

@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-from bench.harness import Timings, report, time_command, time_lifecycles
-from cdi import config_cache
+from bench.harness import Timings, report, time_command, time_lifecycles, wait_until_settled
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.shim_host import SHIM, build_gpu_host, shim_env, write_shim_config
@@ -52,8 +50,7 @@ def _wait_until_kept(*configs: Path) -> None:
     """The shim keeps the parsed document of an unchanged config.toml between runs, but not of one
     changed less than config_cache.RECENT_NS ago (a racing edit could go unseen): wait that out, so
     that the rows measure the steady state of a host whose config is older than a few seconds."""
-    newest = max(c.stat().st_ctime_ns for c in configs)
-    time.sleep(max(0.0, (newest + config_cache.RECENT_NS - time.time_ns()) / 1e9) + 0.05)
+    wait_until_settled(max(c.stat().st_ctime_ns for c in configs))
 
 
 def run(runs: int) -> str:
