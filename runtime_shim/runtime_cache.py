@@ -205,7 +205,9 @@ def write_cache_file(target: str, data: bytes, temp_prefix: str) -> bool:
         os.makedirs(directory, mode=0o755, exist_ok=True)
         fd, tmp = create_new_file(directory, f"{temp_prefix}.{os.getpid()}.", "", 0o644)
         try:
-            os.write(fd, data)
+            written = 0
+            while written < len(data):   # a short write (a full disk, a signal) must not leave half a cache
+                written += os.write(fd, data[written:])
             os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
