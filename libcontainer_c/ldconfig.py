@@ -88,24 +88,31 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
                  check: bool = True) -> LdconfigResult:
     """Run the host ``ldconfig`` (a host path) inside ``rootfs`` to rebuild its /etc/ld.so.cache.
 
-    ``rootfs`` is the container's root as seen in its mount namespace; ``library_dirs`` are container
-    paths scanned in addition to /etc/ld.so.conf. With ``check`` a non-zero exit raises LdconfigError;
-    setup failures and timeouts always raise.
+    ``rootfs`` is the container's root as seen in its mount namespace, and as this process sees it
+    (where the cache is installed); ``library_dirs`` are container paths scanned in addition to
+    /etc/ld.so.conf. The C helper's gct_update_ld_cache (nvidia-cdi-hook's too) has ldconfig write
+    the cache on a scratch tmpfs over the root's /proc and puts it in /etc/ld.so.cache only when it
+    differs from the file there: a restarted container whose cache is already right gets no write,
+    and one whose image entries went stale gets them refreshed. With ``check`` a non-zero exit
+    raises LdconfigError; setup failures, timeouts and failures to install the cache always raise.
     """
     exe_fd = open_static_executable(ldconfig)
-    ns_fd = -1
+    root_fd = ns_fd = -1
     try:
+        root_fd = lib.gct_open_root(os.fsencode(rootfs))
+        if root_fd < 0:
+            raise LdconfigError(ffi.errno, "open root", rootfs)
         if pid is not None:
             try:
                 ns_fd = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             except OSError as err:
                 raise LdconfigError(err.errno, "open mount namespace", f"/proc/{pid}/ns/mnt") from None
         argv = [b"ldconfig", *(os.fsencode(a) for a in extra_args), *(os.fsencode(d) for d in library_dirs)]
-        return _execute(exe_fd, ns_fd, rootfs, argv, limits or Limits(), timeout, check)
+        return _execute(exe_fd, ns_fd, root_fd, rootfs, argv, limits or Limits(), timeout, check)
     finally:
-        os.close(exe_fd)
-        if ns_fd >= 0:
-            os.close(ns_fd)
+        for fd in (exe_fd, root_fd, ns_fd):
+            if fd >= 0:
+                os.close(fd)
 
 
 def open_static_executable(path: str) -> int:
@@ -164,7 +171,7 @@ def _major_of(version: str) -> int:
     return int(version[:end] or "0")
 
 
-def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigResult:
+def _execute(exe_fd, ns_fd, root_fd, rootfs, argv, limits, timeout, check) -> LdconfigResult:
     keep = [ffi.new("char[]", a) for a in argv]
     c_argv = ffi.new("char *[]", keep + [ffi.NULL])
     root = ffi.new("char[]", os.fsencode(rootfs))
@@ -175,18 +182,18 @@ def _execute(exe_fd, ns_fd, rootfs, argv, limits, timeout, check) -> LdconfigRes
     sb.limits.open_files = limits.open_files
     sb.limits.file_size = limits.file_size
     sb.timeout_ms = int(timeout * 1000)
-    sb.scratch_fd = -1   # ldconfig writes the root's /etc/ld.so.cache itself
     output = ffi.new("char[]", OUTPUT_LIMIT)
     res = ffi.new("struct gct_sandbox_result *")
 
-    rc = lib.gct_sandbox_exec(sb, output, OUTPUT_LIMIT, res)
+    rc = lib.gct_update_ld_cache(root_fd, sb, output, OUTPUT_LIMIT, res)
     text = ffi.unpack(output, res.output_len).decode(errors="replace")
     result = LdconfigResult(_returncode(res.status), text)
     if rc < 0:
         if res.timed_out:
             raise LdconfigError(ffi.errno, f"ldconfig timed out after {timeout:g}s", rootfs, result)
         stage = ffi.string(res.stage).decode() or "start ldconfig"
-        raise LdconfigError(ffi.errno, stage, rootfs)
+        # a setup step names the root; reading or writing the cache names that file
+        raise LdconfigError(ffi.errno, stage, ffi.string(res.path).decode() if res.path else rootfs)
     if check and result.returncode != 0:
         raise LdconfigError(5, "ldconfig", rootfs, result)  # EIO: it ran and failed
     return result

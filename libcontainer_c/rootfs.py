@@ -21,7 +21,7 @@ import stat
 from ._native import ffi, lib
 from .errors import ContainerFsError
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 if lib.gct_abi_version() != ABI_VERSION:  # a stale build of the C module next to newer Python code
     raise ImportError(f"libcontainer_c._native has ABI {lib.gct_abi_version()}, expected {ABI_VERSION}")
 

@@ -141,6 +141,8 @@ struct gct_sandbox_result {
     char stage[32];               /* that step: "setns", "chroot", "execveat" ... */
     int timed_out;
     unsigned long output_len;     /* bytes of stdout+stderr kept in output (NUL-terminated) */
+    const char *path;             /* the file a failed step was about (gct_update_ld_cache's own steps);
+                                     NULL: the root */
 };
 /* Returns 0 when the binary ran to completion (look at status), -1 with errno on a setup failure
  * (res->stage) or ETIMEDOUT. */
@@ -179,6 +181,19 @@ enum {
     GCT_LDCONFIG_TIMEOUT_MS = 10000,
     GCT_LDCONFIG_OUTPUT_LIMIT = 65536
 };
+
+/* ld_cache.c: the root's /etc/ld.so.cache rebuilt by the host's ldconfig (sb: exe_fd from
+ * gct_open_static_executable, argv "ldconfig" [options] folders..., the GCT_LDCONFIG_* limits; its
+ * scratch_fd is ignored). rootfd is the same root as sb->root_path in sb->mntns_fd, opened in the
+ * caller's view. When the root has a /proc directory, ldconfig writes the cache ("-C" after argv[0])
+ * on a scratch tmpfs there, and a cache that differs from the root's /etc/ld.so.cache is put there
+ * with gct_replace_file: an identical one is left as it is (same inode, not written). Without one,
+ * ldconfig writes it itself. Returns 0 when ldconfig ran (look at res->status: the cache is installed
+ * only after exit status 0), -1 with errno on a setup failure (res->stage), ETIMEDOUT, or a failure
+ * to read or install the cache (res->stage "read the cache it built" or "write the cache", res->path
+ * the file). */
+int gct_update_ld_cache(int rootfd, const struct gct_sandbox *sb, char *output, unsigned long output_size,
+                        struct gct_sandbox_result *res);
 
 /* file_replace.c: name in dirfd holding data (len bytes, mode exactly) as a file of ours: written under
  * a temporary name (O_EXCL; fsync'd first when sync) and renamed over name, so a symlink, a hard link

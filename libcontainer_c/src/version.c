@@ -3,5 +3,5 @@
 /* Bumped when a declaration in libcontainer.h changes meaning; the wrapper checks it at import. */
 int gct_abi_version(void)
 {
-    return 5;
+    return 6;
 }
