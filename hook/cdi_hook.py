@@ -14,10 +14,9 @@ programs need of it:
     config.json, read without blocking, regular files only; a repeated key: the last wins), through
     cdi.regular_file and cdi.json_codec (json.loads' values without importing json);
   - update_ldcache: the ld cache of a live container, through libcontainer_c (the ld.so.conf.d
-    drop-in and the sandboxed ldconfig are the C helper's, shared with the C program), skipped when
-    the container's cache already lists the driver's libraries where they go (hook.container_ld_cache).
-It imports only the stdlib, cdi.json_codec, cdi.regular_file, libcontainer_c and (to read a container's
-ld.so.cache) cdi.ldcache.
+    drop-in and the sandboxed ldconfig with its cache installed only when it changed are the C
+    helper's, shared with the C program).
+It imports only the stdlib, cdi.json_codec, cdi.regular_file and libcontainer_c.
 """
 from __future__ import annotations
 
@@ -213,12 +212,11 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
 
 
 def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | None, warn,
-                   host_driver_version: str | None = None, ld_entries: dict[str, list[str]] | None = None) -> None:
+                   host_driver_version: str | None = None) -> None:
     """Rebuild the rootfs' ld.so.cache with the host's ldconfig, scanning `folders` too; with
     `host_driver_version` (enable-cuda-compat), the image's CUDA compat folder goes first when its
-    libcuda is for a newer driver major (as nvidia-cdi-hook does). With `ld_entries` (soname -> the
-    paths ldconfig lists it at), a cache that already lists exactly those is left as it is
-    (hook.container_ld_cache: a restarted container's)."""
+    libcuda is for a newer driver major (as nvidia-cdi-hook does). The cache is written only when it
+    changed (libcontainer_c.ldconfig.run_ldconfig: a restarted container's is left as it is)."""
     from libcontainer_c.errors import ContainerFsError
     from libcontainer_c.ldconfig import LdconfigError, cuda_compat_folder, run_ldconfig
     from libcontainer_c.rootfs import Rootfs
@@ -230,17 +228,10 @@ def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | No
             existing = ([compat] if compat else []) + [f for f in folders if f != compat and root.exists(f)]
             if has_etc and existing:
                 write_ld_so_conf(root, existing, warn)
-            current = False
-            if has_etc and compat is None and ld_entries is not None:
-                from hook.container_ld_cache import lists_exactly
-
-                current = lists_exactly(root, ld_entries)
     except ContainerFsError as e:
         raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
     if not has_etc:
         warn("the container has no /etc: ld.so.cache not updated")
-        return
-    if current:
         return
     try:
         run_ldconfig(rootfs, existing, pid=pid, ldconfig=ldconfig)

@@ -76,8 +76,7 @@ class InjectionPlan:
     """Everything that will be done; built without touching the container."""
 
     def __init__(self, edits: ContainerEdits, links: list[tuple[str, str]], folders: list[str],
-                 update_ldcache: bool, ldconfig: str, proc_view, host_driver_version: str | None = None,
-                 ld_entries: dict[str, list[str]] | None = None):
+                 update_ldcache: bool, ldconfig: str, proc_view, host_driver_version: str | None = None):
         self.edits = edits
         self.links = links              # (target, link path in the container)
         self.folders = folders          # library folders for ldconfig
@@ -85,8 +84,6 @@ class InjectionPlan:
         self.ldconfig = ldconfig        # host path
         self.proc_view = proc_view      # hook.proc_driver.ProcView (ModifyDeviceFiles: 0 included)
         self.host_driver_version = host_driver_version   # enable-cuda-compat
-        # soname -> the paths ldconfig lists it at (hook.container_ld_cache); None: always run ldconfig
-        self.ld_entries = ld_entries
 
     @property
     def device_nodes(self) -> list[DeviceNode]:
@@ -168,21 +165,7 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
         view = build_proc_view(root.proc_path("driver/nvidia"), selection.all_gpus(inventory),
                                selection.mig_devices, lambda index: inventory.gpu_by_index(index).minor,
                                mig_config=bool(mig_config), mig_monitor=bool(mig_monitor))
-    return InjectionPlan(edits, links, folders, update_ldcache, ldconfig, view, host_driver_version,
-                         _ld_entries(builder.driver_files.libraries))
-
-
-def _ld_entries(libraries) -> dict[str, list[str]] | None:
-    """soname -> folder/soname for every library (the path ldconfig caches it at, through the soname
-    link); None when one has no soname (what ldconfig would list for it is not known here)."""
-    entries: dict[str, list[str]] = {}
-    for library in libraries:
-        if library.soname is None:
-            return None
-        path = posixpath.join(posixpath.dirname(library.container_path), library.soname)
-        if path not in entries.setdefault(library.soname, []):
-            entries[library.soname].append(path)
-    return entries
+    return InjectionPlan(edits, links, folders, update_ldcache, ldconfig, view, host_driver_version)
 
 
 def _check_gpu_ids(ids: tuple[str, ...], variable: str, inventory: Inventory) -> None:
@@ -327,8 +310,7 @@ def _update_ldcache(plan: InjectionPlan, target: Target, warn) -> None:
     from hook.cdi_hook import HookError, update_ldcache
 
     try:
-        update_ldcache(target.rootfs, plan.folders, plan.ldconfig, target.pid, warn, plan.host_driver_version,
-                       plan.ld_entries)
+        update_ldcache(target.rootfs, plan.folders, plan.ldconfig, target.pid, warn, plan.host_driver_version)
     except HookError as e:
         raise InjectionError(str(e)) from None
 

@@ -315,6 +315,33 @@ def test_an_unchanged_cache_is_left_as_it_is(bundle):
 
 
 @needs_root
+def test_a_restart_refreshes_a_stale_entry_of_the_image(bundle, tmp_path):
+    """The container replaced a library of its own without running ldconfig: the next start's cache
+    lists the new one, not the file that is gone (the prestart hook does the same:
+    tests/unit/hook/test_ld_cache_restart.py)."""
+    root = bundle / "rootfs"
+    (root / "opt/image").mkdir(parents=True)
+    with open(root / "etc/ld.so.conf", "a") as f:
+        f.write("/opt/image\n")
+    (tmp_path / "i.c").write_text("int image_probe(void) { return 1; }\n")
+    for soname in ("libimage.so.1", "libimage.so.2"):
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", tmp_path / soname,
+                        tmp_path / "i.c"], check=True)
+    shutil.copy(tmp_path / "libimage.so.1", root / "opt/image")
+    args = ["update-ldcache", "--folder", "/opt/vendor/lib"]
+    assert run_hook(args, {"bundle": str(bundle)}).returncode == 0
+    assert "libimage.so.1 (libc6,x86-64) => /opt/image/libimage.so.1" in cache_listing(root)
+    (root / "opt/image/libimage.so.1").unlink()
+    shutil.copy(tmp_path / "libimage.so.2", root / "opt/image")
+    result = run_hook(args, {"bundle": str(bundle)})
+    assert (result.returncode, result.stderr) == (0, "")
+    listing = cache_listing(root)
+    assert "libimage.so.2 (libc6,x86-64) => /opt/image/libimage.so.2" in listing
+    assert "libimage.so.1 " not in listing
+    assert "libgctcdi.so.1 (libc6,x86-64) => /opt/vendor/lib/libgctcdi.so.1" in listing
+
+
+@needs_root
 def test_a_changed_cache_replaces_the_old_one(bundle):
     root = bundle / "rootfs"
     assert run_hook(["update-ldcache"], {"bundle": str(bundle)}).returncode == 0
