@@ -9,9 +9,11 @@ hides a procfs mounted in the rootfs, chroots into the rootfs, sets resource lim
 capability (bounding set included, securebits locked so uid 0 regains nothing on exec), sets
 no_new_privs and executes the binary from its fd with an empty environment.
 
-Capabilities: none are kept. ldconfig runs as uid 0 inside the rootfs, so it can write the root-owned
-/etc of an ordinary image without CAP_DAC_OVERRIDE; an image whose /etc is not writable by its owner
-root gets a failed ldconfig (reported), never a privileged one.
+Capabilities: none are kept. ldconfig runs as uid 0 inside the rootfs. When the root has a /proc
+directory it writes its cache on a scratch tmpfs there, and the C helper (gct_update_ld_cache, the same
+for nvidia-cdi-hook) puts it in /etc/ld.so.cache only when it differs; without one ldconfig writes the
+root-owned /etc of an ordinary image itself, and an image whose /etc is not writable by its owner root
+gets a failed ldconfig (reported), never a privileged one.
 """
 import errno
 import os

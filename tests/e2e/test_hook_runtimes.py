@@ -216,9 +216,9 @@ def test_rhel_like_rootfs_finds_the_libraries_through_the_ld_cache(host, tmp_pat
 
 
 def test_a_restarted_container_keeps_its_links_and_ld_cache(host, tmp_path):
-    """The same rootfs started again, as a restarted container's: the second start finds the driver's
-    libraries in the cache the first start's ldconfig wrote and leaves it (hook.container_ld_cache: the
-    file is not replaced), and the container sees the same links and ld cache."""
+    """The same rootfs started again, as a restarted container's: the second start's ldconfig builds
+    the same cache the first start's wrote, so the file is left as it is (gct_update_ld_cache: not
+    replaced), and the container sees the same links and ld cache."""
     root, _ = host
     config = write_config(tmp_path / "config.toml", root)
     bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], env=["NVIDIA_VISIBLE_DEVICES=0"], glibc=True)
