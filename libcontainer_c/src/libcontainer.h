@@ -137,7 +137,7 @@ struct gct_sandbox {
 };
 struct gct_sandbox_result {
     int status;                   /* waitpid() status of the child */
-    int err;                      /* errno of a failed setup step (0: the binary ran) */
+    int err;                      /* errno of a failed setup step, or of gct_update_ld_cache's own (0: none) */
     char stage[32];               /* that step: "setns", "chroot", "execveat" ... */
     int timed_out;
     unsigned long output_len;     /* bytes of stdout+stderr kept in output (NUL-terminated) */
