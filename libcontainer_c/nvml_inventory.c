@@ -452,6 +452,9 @@ int main(int argc, char **argv)
 {
     if (argc != 4)
         fail(1, "command line", "expected LIBRARY MIG_MINORS TIMEOUT_SECONDS, got %d arguments", argc - 1);
+    /* what the caller left open beyond stdio (a container's descriptors, handed to runc) is not the
+     * driver library's to see; a kernel without close_range (before 5.9) keeps them, as Python would */
+    close_range(3, ~0U, 0);
     const char *library = argv[1];
     if (library[0] == '\0' || (library[0] != '/' && strchr(library, '/') != NULL))
         fail(1, "LIBRARY", "not an absolute path nor a bare soname: '%s'", library);

@@ -260,3 +260,27 @@ def test_the_program_and_python_agree_on_the_constants():
         value = 1 << int(shift[1]) if shift else int(text, 0)
         expected = getattr(nvml_binding, name) if hasattr(nvml_binding, name) else getattr(nvml, name)
         assert value == expected, name
+
+
+def test_the_library_sees_no_descriptor_the_caller_left_open(program, tmp_path):
+    """The launcher runs it from a runtime call whose descriptors above stdio are the container's
+    (handed to runc): closed before the driver library is loaded. The library here fails its init
+    when one is open (fd 3 up to 63)."""
+    library = a_library(tmp_path, """
+        #include <fcntl.h>
+        int nvmlInit_v2(void) {
+            for (int fd = 3; fd < 64; fd++)
+                if (fcntl(fd, F_GETFD) != -1) return 999;
+            return 0;
+        }
+        """)
+    read_end, write_end = os.pipe()
+    try:
+        done = subprocess.run([str(program), str(library), str(tmp_path / "mig-minors"), "5"], capture_output=True,
+                              env={}, stdin=subprocess.DEVNULL, timeout=30, pass_fds=(read_end, write_end))
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    # past the init: the next call is the one the library lacks
+    assert one_error_line(done) == ("gct-nvml-inventory: error: NVML query failed: nvmlSystemGetDriverVersion: "
+                                    "Function Not Found (NVML)")
