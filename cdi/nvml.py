@@ -54,6 +54,7 @@ class _NvmlState:
     lock = _thread.allocate_lock()   # the builtin lock: `import threading` costs ~5 ms on a hook's start
     root: str | None = None          # the driver root NVML was loaded from in this process
     library = None                   # its cdi.nvml_binding.NvmlLibrary, initialised
+    loaded: str | None = None        # what was dlopen'd: the soname (root "/") or the library's host path
 
 
 def _initialise(root: DriverRoot):
@@ -75,6 +76,7 @@ def _initialise(root: DriverRoot):
         if root.path == "/":
             # the loader's search, as NVIDIA's tools do; the file the usual directories hold, which is
             # what it finds with every distribution's driver packages, was checked above
+            path = NVML_SONAME
             try:
                 library = load_library(NVML_SONAME)
             except NvmlCallError:
@@ -91,7 +93,7 @@ def _initialise(root: DriverRoot):
             library.init()
         except NvmlCallError as e:
             raise NvmlError(f"NVML initialisation failed: {e}", f"driver root {root.path}") from None
-        _NvmlState.root, _NvmlState.library = root.path, library
+        _NvmlState.root, _NvmlState.library, _NvmlState.loaded = root.path, library, path
         return library
 
 
@@ -198,12 +200,10 @@ def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list
         return _read_inventory(root, _Transcript(transcript))
 
 
-def nvml_library_argument(root: DriverRoot) -> str | None:
-    """What _initialise loads for root (the soname for "/", where the loader searches; else the
-    library's host path), as `gct-nvml-inventory` takes it; None when the root has no library."""
-    if root.path == "/":
-        return NVML_SONAME
-    return find_nvml_library(root)
+def loaded_library(root: DriverRoot) -> str | None:
+    """What this process dlopen'd for root (the soname for "/", where the loader searches; else the
+    library's host path), as `gct-nvml-inventory` takes it; None when NVML was not loaded for root."""
+    return _NvmlState.loaded if _NvmlState.root == root.path else None
 
 
 class _Transcript:
@@ -343,11 +343,11 @@ def _read_gpu(nvml, index: int, cap_minors, transcript: _Transcript) -> Gpu:
                mig_enabled=mig_enabled, mig_devices=tuple(migs))
 
 
-def _gi_profiles(nvml, handle, gpu_index: int = 0, transcript: _Transcript | None = None) -> dict[int, tuple[str, int]]:
+def _gi_profiles(nvml, handle, gpu_index: int = 0,
+                 transcript: _Transcript = _Transcript(None)) -> dict[int, tuple[str, int]]:
     """GPU instance profile id -> (name such as "3g.20gb", compute slices)."""
     from cdi.nvml_binding import GPU_INSTANCE_PROFILE_COUNT, NvmlCallError
 
-    transcript = transcript or _Transcript(None)
     profiles = {}
     for index in range(GPU_INSTANCE_PROFILE_COUNT):
         try:

@@ -166,9 +166,9 @@ def jit_checks(recording, edits, launcher_exe: str) -> Checks | None:
     from cdi.nvml import NVML_INVENTORY_PROGRAM, nvml_timeout
 
     helper = os.path.join(os.path.dirname(launcher_exe), NVML_INVENTORY_PROGRAM)
-    nvml = recording.nvml_lines(helper, nvml_timeout())   # (looks the library up again: before the answers)
     answers = recording.answers()
     stats = checked([helper, *recording.stat_paths(edits)])
+    nvml = recording.nvml_lines(helper, nvml_timeout())
     if answers is None or stats is None or nvml is None or not os.access(helper, os.X_OK):
         return None
     return Checks(stats.stats, answers, nvml)

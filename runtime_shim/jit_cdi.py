@@ -26,16 +26,12 @@ def unsupported(request: DeviceRequest) -> str:
     return ""
 
 
-def hook_candidate(launcher_exe: str | None) -> str | None:
-    """Where this installation's nvidia-cdi-hook would be: beside the shim's launcher."""
-    return os.path.join(os.path.dirname(launcher_exe), CDI_HOOK) if launcher_exe else None
-
-
 def cdi_hook_path(launcher_exe: str | None) -> str | None:
-    """nvidia-cdi-hook of this installation, when it is there (hook_candidate)."""
-    candidate = hook_candidate(launcher_exe)
-    if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-        return candidate
+    """nvidia-cdi-hook of this installation: beside the shim's launcher when there is one there."""
+    if launcher_exe:
+        candidate = os.path.join(os.path.dirname(launcher_exe), CDI_HOOK)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     return None
 
 
@@ -49,7 +45,7 @@ class JitRecording:
     def __init__(self) -> None:
         self.transcript: list[str] = []
         self.root = None          # the RecordingRoot searched
-        self.hook_candidate: str | None = None
+        self.hook_path: str | None = None
         # Not kept: a request for graphics or display (its DRM nodes come from a sysfs listing no answer
         # stands for), and edits made without the hook beside the launcher (discover.default_hook_path
         # then looks in places no check covers)
@@ -73,8 +69,8 @@ class JitRecording:
 
         root = self.root
         paths = [n.host_path or n.path for n in edits.device_nodes]
-        if self.hook_candidate:
-            paths.append(self.hook_candidate)
+        if self.hook_path:
+            paths.append(self.hook_path)
         if root.path == "/":
             paths.append("/etc/ld.so.cache")
         else:
@@ -84,9 +80,9 @@ class JitRecording:
 
     def nvml_lines(self, helper: str, timeout: float) -> list[str] | None:
         """The entry's lines that let the launcher read NVML again (gct-nvml-inventory) and compare."""
-        from cdi.nvml import MIG_MINORS, nvml_library_argument
+        from cdi.nvml import MIG_MINORS, loaded_library
 
-        library = nvml_library_argument(self.root)
+        library = loaded_library(self.root)
         if library is None:
             return None
         return [f"nvml-helper {helper}", f"nvml-library {library}",
@@ -109,7 +105,7 @@ def jit_edits(request: DeviceRequest, config: Config, environ: dict[str, str],
     hook_path = cdi_hook_path(launcher_exe)
     if recording is not None:
         root = recording.watch(root)
-        recording.hook_candidate = hook_candidate(launcher_exe)
+        recording.hook_path = hook_path
         recording.keepable = hook_path is not None and not request.capabilities & GRAPHICS_CAPABILITIES
     inventory = load_inventory(root, recording.transcript if recording is not None else None)
     selection = select_and_check(request, inventory, config.cdi.default_kind)

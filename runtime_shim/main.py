@@ -135,9 +135,10 @@ def spec_paths(config) -> list[str]:
 
 
 def record_create(program: str, config, environ: dict[str, str], launcher_exe: str, identity: str | None,
-                  view: dict, oci: dict, mode: str, checks: list[tuple[str, str]], edits) -> None:
+                  view: dict, oci: dict, mode: str, checks, edits) -> None:
     """Write the create cache entry of this request (runtime_shim.create_cache), if what the edits came
-    from is still as it was before it was read. edits: cdi mode's ContainerEdits, legacy mode's hooks."""
+    from (checks: create_cache.Checks) is still as it was before it was read. edits: the ContainerEdits of
+    cdi and jit-cdi mode, legacy mode's hooks."""
     from runtime_shim import create_cache, modes
 
     if mode != "legacy":   # as they land on an empty spec: the lists the launcher inserts into

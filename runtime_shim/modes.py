@@ -117,10 +117,6 @@ def apply_edits(oci: dict, edits) -> dict:
     return apply(oci, edits)
 
 
-def apply_cdi(oci: dict, request: DeviceRequest, config: Config, registry) -> dict:
-    return drop_legacy_hooks(apply_edits(oci, cdi_edits(request, config, registry)))
-
-
 def find_hook(config: Config, environ: dict[str, str], launcher_exe: str | None) -> str:
     """The prestart hook program: config `nvidia-container-runtime-hook.path`; a bare name is looked
     for beside this shim first (the same installation), then in the caller's PATH."""

@@ -73,11 +73,11 @@ def python_transcript(root: Path) -> tuple[str, str, str]:
     cdi.nvml in a process of its own (NVML is loaded once per process)."""
     code = ("import sys\n"
             "from cdi.driver_root import DriverRoot\n"
-            "from cdi.nvml import MIG_MINORS, load_inventory, nvml_library_argument\n"
+            "from cdi.nvml import MIG_MINORS, load_inventory, loaded_library\n"
             "root = DriverRoot(sys.argv[1])\n"
             "lines = []\n"
             "load_inventory(root, lines)\n"
-            "print(nvml_library_argument(root)); print(root.proc_path(MIG_MINORS))\n"
+            "print(loaded_library(root)); print(root.proc_path(MIG_MINORS))\n"
             "sys.stdout.write(''.join(line + '\\n' for line in lines))\n")
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
