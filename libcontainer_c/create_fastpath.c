@@ -71,25 +71,39 @@ static void key_line(struct buf *key, const char *what, const char *a, size_t a_
     buf_add(key, "\n", 1);
 }
 
-/* The request's key (runtime_shim/create_cache.py key_lines, the same lines in the same order). */
+struct environ_line {
+    char **envp;
+    struct buf *key;
+};
+
+/* A key-environ rule: "environ NAME=value" when the caller set NAME (not empty). */
+static int environ_key_line(void *arg, const char *name, size_t len)
+{
+    struct environ_line *e = arg;
+    char wanted[128];
+    if (value_cstr(name, len, wanted, sizeof(wanted)))
+        return 1;
+    const char *value = nonempty(env_value(e->envp, wanted));
+    if (value) {
+        buf_str(e->key, "environ ");
+        buf_str(e->key, wanted);
+        buf_add(e->key, "=", 1);
+        buf_str(e->key, value);
+        buf_add(e->key, "\n", 1);
+    }
+    return 0;
+}
+
+/* The request's key (runtime_shim/create_cache.py key_lines, the same lines in the same order; the
+ * caller's variables it holds are the runtime cache's key-environ rules). */
 static int request_key(const struct doc *doc, struct span top, const char *rules, const char *program,
                        const char *self, char **envp, struct buf *key)
 {
-    static const char *const environ_keys[] = { "NVIDIA_CTK_CONFIG_FILE_PATH", "XDG_CONFIG_HOME", "NVIDIA_CTK_CACHE_DIR",
-                                                "NVIDIA_CTK_DRIVER_ROOT", "NVIDIA_CTK_CDI_CACHE_FILE",
-                                                "NVIDIA_CTK_NVML_TIMEOUT", NULL };
     key_line(key, "program", program, strlen(program), NULL, 0);
     key_line(key, "exe", self, strlen(self), NULL, 0);
-    for (const char *const *k = environ_keys; *k; k++) {
-        const char *value = nonempty(env_value(envp, *k));
-        if (value) {
-            buf_str(key, "environ ");
-            buf_str(key, *k);
-            buf_add(key, "=", 1);
-            buf_str(key, value);
-            buf_add(key, "\n", 1);
-        }
-    }
+    struct environ_line environ_lines = { envp, key };
+    if (each_line(rules, "key-environ", environ_key_line, &environ_lines))
+        return -1;
     struct span process, env, caps, bounding, user, uid, gid, annotations, mounts;
     if (member(doc, top, "process", &process) || member(doc, process, "env", &env) ||
         member(doc, process, "capabilities", &caps) || member(doc, caps, "bounding", &bounding) ||
@@ -215,11 +229,10 @@ static long long ns_of(struct timespec t)
 }
 
 /* jit-cdi's answers of the driver root (cdi.driver_files_cache, written by create_cache.answer_line):
- * "lstat <mode> <dev> <ino> <size> <mtime_ns> <ctime_ns> <path>" and "lstat-dir <mode> <dev> <ino> <path>"
- * (a directory only walked through) no longer what lstat(path) gives. arg: whether the line is full. */
-static int lstat_changed(void *arg, const char *value, size_t len)
+ * "lstat <mode> <dev> <ino> <size> <mtime_ns> <ctime_ns> <path>" (full) and "lstat-dir <mode> <dev> <ino>
+ * <path>" (a directory only walked through) no longer what lstat(path) gives. */
+static int lstat_answer_changed(const char *value, size_t len, int full)
 {
-    int full = arg != NULL;
     char line[PATH_MAX + 256];
     if (value_cstr(value, len, line, sizeof(line)))
         return 1;
@@ -237,6 +250,18 @@ static int lstat_changed(void *arg, const char *value, size_t len)
     return full && !(st.st_size == size && ns_of(st.st_mtim) == mtime && ns_of(st.st_ctim) == ctime);
 }
 
+static int lstat_changed(void *arg, const char *value, size_t len)
+{
+    (void)arg;
+    return lstat_answer_changed(value, len, 1);
+}
+
+static int lstat_dir_changed(void *arg, const char *value, size_t len)
+{
+    (void)arg;
+    return lstat_answer_changed(value, len, 0);
+}
+
 /* "lstat-absent <path>": lstat(path) no longer says missing (cdi.driver_root.MISSING_ERRNOS). */
 static int lstat_absent_changed(void *arg, const char *value, size_t len)
 {
@@ -250,8 +275,7 @@ static int lstat_absent_changed(void *arg, const char *value, size_t len)
 
 static int root_answers_changed(const char *cache)
 {
-    static int full;   /* its address marks a full line */
-    return each_line(cache, "lstat", lstat_changed, &full) || each_line(cache, "lstat-dir", lstat_changed, NULL) ||
+    return each_line(cache, "lstat", lstat_changed, NULL) || each_line(cache, "lstat-dir", lstat_dir_changed, NULL) ||
            each_line(cache, "lstat-absent", lstat_absent_changed, NULL);
 }
 
@@ -414,7 +438,7 @@ static int create_from_cache(const char *program, const char *self, const char *
     int n = snprintf(dir, sizeof(dir), "%s", bundle && bundle[0] ? bundle : ".");
     if (n < 0 || (size_t)n >= sizeof(dir) || snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
         return -1;
-    if (!has_key(rules, "key-env-prefix"))
+    if (!has_key(rules, "key-environ"))
         return -1;   /* a runtime cache without the key's rules (an older writer) */
     struct doc doc = { data, total };
     struct buf key = { 0 }, out = { 0 };

@@ -62,7 +62,8 @@ MAX_CACHE_BYTES = 1 << 20        # the launcher's read buffer
 MAX_ENTRIES = 256                # create cache files kept per config (prune_oldest)
 ENV_PREFIX = "NVIDIA_"           # every variable cdi.request reads but CUDA_VERSION and the swarm names
 ENV_NAMES = ("CUDA_VERSION",)
-# the caller's variables the key holds: those the legacy hook entry copies, and the spec cache's file
+# the caller's variables the key holds: those the legacy hook entry copies, the spec cache's file and
+# NVML's timeout (jit-cdi), in this order (written into the runtime cache as key-environ rules)
 KEY_ENVIRON = (*HOOK_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE", "NVIDIA_CTK_NVML_TIMEOUT")
 
 
@@ -72,7 +73,8 @@ def env_names(config) -> tuple[str, ...]:
 
 def key_rules(config) -> list[tuple[str, str]]:
     """The runtime cache's lines that tell the launcher which members make the key."""
-    rules = [("key-env-prefix", ENV_PREFIX)] + [("key-env-name", n) for n in env_names(config)]
+    rules = [("key-environ", name) for name in KEY_ENVIRON]
+    rules += [("key-env-prefix", ENV_PREFIX)] + [("key-env-name", n) for n in env_names(config)]
     rules += [("key-annotation-prefix", p) for p in config.cdi.annotation_prefixes]
     return rules + [("key-mount-prefix", DEVICE_LIST_MOUNT_ROOT)]
 

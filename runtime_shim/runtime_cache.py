@@ -11,7 +11,7 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
     runtime <absolute path of the low-level runtime>
     debug-log <path>                                         (only when the config sets a debug log)
     request-marker <string>                                  (one line each, see request_markers)
-    key-env-prefix / key-env-name / key-annotation-prefix / key-mount-prefix <string>
+    key-environ / key-env-prefix / key-env-name / key-annotation-prefix / key-mount-prefix <string>
                                      which config.json members make a request's key (create_cache.key_rules)
 
 The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
