@@ -9,11 +9,12 @@ hides a procfs mounted in the rootfs, chroots into the rootfs, sets resource lim
 capability (bounding set included, securebits locked so uid 0 regains nothing on exec), sets
 no_new_privs and executes the binary from its fd with an empty environment.
 
-Capabilities: none are kept. ldconfig runs as uid 0 inside the rootfs. When the root has a /proc
+Capabilities: ldconfig keeps none; it runs as uid 0 inside the rootfs. When the root has a /proc
 directory it writes its cache on a scratch tmpfs there, and the C helper (gct_update_ld_cache, the same
-for nvidia-cdi-hook) puts it in /etc/ld.so.cache only when it differs; without one ldconfig writes the
-root-owned /etc of an ordinary image itself, and an image whose /etc is not writable by its owner root
-gets a failed ldconfig (reported), never a privileged one.
+for nvidia-cdi-hook) puts it in /etc/ld.so.cache, with this process's privileges (fd-resolved inside
+the root, as the ld.so.conf.d drop-in), only when it differs; without one ldconfig writes the root-owned
+/etc of an ordinary image itself, and an image whose /etc is not writable by its owner root gets a
+failed ldconfig (reported).
 """
 import errno
 import os
@@ -86,7 +87,7 @@ def host_ldconfig_path(configured: str = "@" + DEFAULT_LDCONFIG) -> str:
 
 
 def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DEFAULT_LDCONFIG,
-                 extra_args=(), limits: Limits = None, timeout: float = DEFAULT_TIMEOUT,
+                 limits: Limits = None, timeout: float = DEFAULT_TIMEOUT,
                  check: bool = True) -> LdconfigResult:
     """Run the host ``ldconfig`` (a host path) inside ``rootfs`` to rebuild its /etc/ld.so.cache.
 
@@ -94,7 +95,8 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
     (where the cache is installed); ``library_dirs`` are container paths scanned in addition to
     /etc/ld.so.conf. The C helper's gct_update_ld_cache (nvidia-cdi-hook's too) has ldconfig write
     the cache on a scratch tmpfs over the root's /proc and puts it in /etc/ld.so.cache only when it
-    differs from the file there: a restarted container whose cache is already right gets no write,
+    differs from the file there: a restarted container whose cache is already right keeps the file
+    (ldconfig still saves its own /var/cache/ldconfig/aux-cache where the image has that directory),
     and one whose image entries went stale gets them refreshed. With ``check`` a non-zero exit
     raises LdconfigError; setup failures, timeouts and failures to install the cache always raise.
     """
@@ -109,7 +111,7 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
                 ns_fd = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             except OSError as err:
                 raise LdconfigError(err.errno, "open mount namespace", f"/proc/{pid}/ns/mnt") from None
-        argv = [b"ldconfig", *(os.fsencode(a) for a in extra_args), *(os.fsencode(d) for d in library_dirs)]
+        argv = [b"ldconfig", *(os.fsencode(d) for d in library_dirs)]
         return _execute(exe_fd, ns_fd, root_fd, rootfs, argv, limits or Limits(), timeout, check)
     finally:
         for fd in (exe_fd, root_fd, ns_fd):
