@@ -52,41 +52,25 @@ from __future__ import annotations
 import os
 
 from cdi import json_codec
-from cdi.request import DEVICE_LIST_MOUNT_ROOT, is_privileged, swarm_names
+from cdi.request import DEVICE_LIST_MOUNT_ROOT, is_privileged
 from runtime_shim import runtime_cache
-from runtime_shim.modes import HOOK_ENV_KEYS, _is_nvidia_hook
+from runtime_shim.modes import _is_nvidia_hook
+from runtime_shim.runtime_cache import KEY_ENV_PREFIX, KEY_ENVIRON, key_env_names
 from runtime_shim.shim_log import log
 
 MAGIC = "gct-create-cache 1"
 MAX_CACHE_BYTES = 1 << 20        # the launcher's read buffer
 MAX_ENTRIES = 256                # create cache files kept per config (prune_oldest)
-ENV_PREFIX = "NVIDIA_"           # every variable cdi.request reads but CUDA_VERSION and the swarm names
-ENV_NAMES = ("CUDA_VERSION",)
-# the caller's variables the key holds: those the legacy hook entry copies, the spec cache's file and
-# NVML's timeout (jit-cdi), in this order (written into the runtime cache as key-environ rules)
-KEY_ENVIRON = (*HOOK_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE", "NVIDIA_CTK_NVML_TIMEOUT")
-
-
-def env_names(config) -> tuple[str, ...]:
-    return (*ENV_NAMES, *swarm_names(config))
-
-
-def key_rules(config) -> list[tuple[str, str]]:
-    """The runtime cache's lines that tell the launcher which members make the key."""
-    rules = [("key-environ", name) for name in KEY_ENVIRON]
-    rules += [("key-env-prefix", ENV_PREFIX)] + [("key-env-name", n) for n in env_names(config)]
-    rules += [("key-annotation-prefix", p) for p in config.cdi.annotation_prefixes]
-    return rules + [("key-mount-prefix", DEVICE_LIST_MOUNT_ROOT)]
 
 
 def _relevant_env(entry: str, names: tuple[str, ...]) -> bool:
     name = entry.partition("=")[0]
-    return name.startswith(ENV_PREFIX) or name in names
+    return name.startswith(KEY_ENV_PREFIX) or name in names
 
 
 def request_view(oci: dict, config) -> dict:
     """The members of config.json cdi.request reads, and nothing else (see the module docstring)."""
-    names = env_names(config)
+    names = key_env_names(config)
     process = oci.get("process") or {}
     env = [e for e in process.get("env") or [] if isinstance(e, str) and _relevant_env(e, names)]
     annotations = {k: v for k, v in (oci.get("annotations") or {}).items()

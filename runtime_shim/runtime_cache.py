@@ -12,7 +12,7 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
     debug-log <path>                                         (only when the config sets a debug log)
     request-marker <string>                                  (one line each, see request_markers)
     key-environ / key-env-prefix / key-env-name / key-annotation-prefix / key-mount-prefix <string>
-                                     which config.json members make a request's key (create_cache.key_rules)
+                                     which variables and config.json members make a request's key (key_rules)
 
 The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
 view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
@@ -108,11 +108,32 @@ def request_markers(config) -> list[str]:
     return list(dict.fromkeys(markers))
 
 
-def key_rules(config) -> list[tuple[str, str]]:
-    """The create cache's key rules (runtime_shim.create_cache.key_rules), imported only here."""
-    from runtime_shim.create_cache import key_rules as rules
+# The caller's variables that pick the config, the caches and the driver root (the legacy hook entry
+# copies them, runtime_shim.modes, so that the hook reads what this shim reads)
+CONFIG_ENV_KEYS = ("NVIDIA_CTK_CONFIG_FILE_PATH", "XDG_CONFIG_HOME", "NVIDIA_CTK_CACHE_DIR", "NVIDIA_CTK_DRIVER_ROOT")
+# What a create cache key holds (runtime_shim.create_cache): the caller's variables above, the spec
+# cache's file and NVML's timeout (jit-cdi), in this order; and the config.json env entries cdi.request
+# reads: every NVIDIA_ one, CUDA_VERSION and the swarm resource names.
+KEY_ENVIRON = (*CONFIG_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE", "NVIDIA_CTK_NVML_TIMEOUT")
+KEY_ENV_PREFIX = "NVIDIA_"
+KEY_ENV_NAMES = ("CUDA_VERSION",)
 
-    return rules(config)
+
+def key_env_names(config) -> tuple[str, ...]:
+    from cdi.request import swarm_names
+
+    return (*KEY_ENV_NAMES, *swarm_names(config))
+
+
+def key_rules(config) -> list[tuple[str, str]]:
+    """This cache's lines that tell the launcher which variables and config.json members make a create
+    cache key (create_fastpath.c's request_key; create_cache.key_lines writes the same key)."""
+    from cdi.request import DEVICE_LIST_MOUNT_ROOT
+
+    rules = [("key-environ", name) for name in KEY_ENVIRON]
+    rules += [("key-env-prefix", KEY_ENV_PREFIX)] + [("key-env-name", n) for n in key_env_names(config)]
+    rules += [("key-annotation-prefix", p) for p in config.cdi.annotation_prefixes]
+    return rules + [("key-mount-prefix", DEVICE_LIST_MOUNT_ROOT)]
 
 
 def search_dirs(path: str) -> list[tuple[str, str]] | None:

@@ -219,7 +219,8 @@ def test_without_the_helper_or_the_hook_python_decides_every_time(shim, tmp_path
 
 
 def test_the_key_holds_the_nvml_timeout():
-    from runtime_shim.create_cache import KEY_ENVIRON, key_lines
+    from runtime_shim.create_cache import key_lines
+    from runtime_shim.runtime_cache import KEY_ENVIRON
 
     assert "NVIDIA_CTK_NVML_TIMEOUT" in KEY_ENVIRON
     view = {"process": {"env": [], "capabilities": {"bounding": []}}, "annotations": {}, "mounts": []}
