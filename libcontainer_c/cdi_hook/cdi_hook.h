@@ -78,9 +78,6 @@ int hook_tasks_empty(const struct hook_tasks *tasks);
 void hook_tasks_free(struct hook_tasks *tasks);
 
 /* container.c */
-/* fd read to its end, or to max + 1 bytes (one more than allowed says "too large"), into a malloc'd
- * *data of *len bytes (not NUL-terminated); -1 with errno */
-int hook_read_bounded(int fd, size_t max, char **data, size_t *len);
 int hook_read_state(int fd, char **bundle, struct hook_error *err);
 int hook_state_bundle(const char *doc, size_t len, char **bundle, struct hook_error *err);
 int hook_config_root_path(const char *doc, size_t len, const char *where, char **path, struct hook_error *err);

@@ -12,42 +12,8 @@
 #include <unistd.h>
 
 #include "cdi_hook.h"
+#include "internal.h"
 #include "json.h"
-
-#define READ_CHUNK (64 * 1024)
-
-int hook_read_bounded(int fd, size_t max, char **data, size_t *len)
-{
-    size_t cap = 0, n = 0;
-    char *buf = NULL;
-
-    for (;;) {
-        if (n == cap) {
-            if (cap == max + 1)
-                break;
-            /* never past max + 1: the buffer must not grow beyond it and then shrink under n */
-            cap = cap * 2 + READ_CHUNK > max + 1 ? max + 1 : cap * 2 + READ_CHUNK;
-            char *grown = realloc(buf, cap);
-            if (grown == NULL)
-                goto fail;
-            buf = grown;
-        }
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            goto fail;
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    *data = buf;
-    *len = n;
-    return 0;
-fail:
-    free(buf);
-    return -1;
-}
 
 /* "invalid container state: Expecting value: line 1 column 1 (byte 0)" */
 static int fail_json(struct hook_error *err, const char *where, const char *kind, const char *doc,
@@ -93,7 +59,7 @@ int hook_read_state(int fd, char **bundle, struct hook_error *err)
     size_t len;
     int rc;
 
-    if (hook_read_bounded(fd, HOOK_MAX_STATE, &doc, &len) < 0)
+    if (gct_read_bounded(fd, HOOK_MAX_STATE, &doc, &len) < 0)
         return hook_fail(err, "stdin", "cannot read the container state: %s", strerror(errno));
     if (len > HOOK_MAX_STATE)
         rc = hook_fail(err, "stdin", "container state is too large");
@@ -134,7 +100,7 @@ static int read_config(const char *config_path, char **doc, size_t *len, struct 
         hook_fail(err, config_path, "cannot read the container's config: %s", strerror(errno));
     else if (!S_ISREG(st.st_mode))
         hook_fail(err, config_path, "container config is not a regular file");
-    else if (hook_read_bounded(fd, HOOK_MAX_CONFIG, doc, len) < 0)
+    else if (gct_read_bounded(fd, HOOK_MAX_CONFIG, doc, len) < 0)
         hook_fail(err, config_path, "cannot read the container's config: %s", strerror(errno));
     else if (*len > HOOK_MAX_CONFIG) {
         free(*doc);

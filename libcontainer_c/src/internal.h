@@ -20,6 +20,10 @@ int gct_split_path(const char *path, char *dir, size_t dirlen, char *name, size_
 /* propagation.c: set in a forked batch child, where the mount table is read once */
 extern int gct_propagation_cache_enabled;
 
+/* Read fd to its end into *data (malloc'd, not NUL-terminated), at most max + 1 bytes: *len > max means
+ * "more than max" (the caller refuses it). -1 with errno on a read or allocation failure. */
+int gct_read_bounded(int fd, size_t max, char **data, size_t *len);
+
 /* close() that keeps errno, for cleanup on error paths. */
 void gct_close_keep_errno(int fd);
 

@@ -42,46 +42,27 @@ static int open_scratch(int rootfd)
 }
 
 /* The cache ldconfig wrote on the scratch tmpfs (malloc'd into *data): a regular file, not followed,
- * no larger than the sandbox let it write (EINVAL otherwise). */
+ * no larger than the sandbox let it write (EINVAL otherwise, also for one that grew after the fstat). */
 static int read_cache(int scratch, char **data, size_t *len)
 {
     struct stat st;
-    char *buf = NULL;
-    size_t size = 0, cap;
-    ssize_t n;
-    int fd = openat(scratch, CACHE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), saved;
+    int fd = openat(scratch, CACHE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     if (fd < 0)
         return -1;
-    if (fstat(fd, &st) < 0)
-        goto fail;
-    errno = EINVAL;
-    if (!S_ISREG(st.st_mode) || st.st_size > GCT_LDCONFIG_FILE_SIZE)
-        goto fail;
-    cap = (size_t)st.st_size + 1;   /* one byte more: a file that grew after the fstat is refused */
-    buf = malloc(cap);
-    if (buf == NULL)
-        goto fail;
-    while (size < cap && (n = read(fd, buf + size, cap - size)) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            goto fail;
-        size += (size_t)n;
+    int ok = fstat(fd, &st) == 0;
+    if (ok && (!S_ISREG(st.st_mode) || st.st_size > GCT_LDCONFIG_FILE_SIZE)) {
+        errno = EINVAL;
+        ok = 0;
     }
-    errno = EINVAL;
-    if (size == cap)
-        goto fail;
-    close(fd);
-    *data = buf;
-    *len = size;
-    return 0;
-fail:
-    saved = errno;
-    free(buf);
-    close(fd);
-    errno = saved;
-    return -1;
+    ok = ok && gct_read_bounded(fd, (size_t)st.st_size, data, len) == 0;
+    if (ok && *len > (size_t)st.st_size) {
+        free(*data);
+        errno = EINVAL;
+        ok = 0;
+    }
+    gct_close_keep_errno(fd);
+    return ok ? 0 : -1;
 }
 
 /* A failed step of ours after ldconfig ran: its name and the file it was about go to res. */

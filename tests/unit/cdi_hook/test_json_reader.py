@@ -22,6 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 HOOK_SOURCES = REPO / "libcontainer_c" / "cdi_hook"
+HELPER_SOURCES = REPO / "libcontainer_c" / "src"   # the bounded reader container.c uses
 PROBE_SOURCE = Path(__file__).with_name("json_probe.c")
 FUZZ_DOCS = int(os.environ.get("GCT_JSON_FUZZ_DOCS", "3000"))   # per kind
 
@@ -48,7 +49,9 @@ class Probe:
 def probe(tmp_path_factory) -> Probe:
     out = tmp_path_factory.mktemp("json-probe") / "json_probe"
     sources = [str(HOOK_SOURCES / f) for f in ("json.c", "json_value.c", "container.c", "message.c")]
+    sources.append(str(HELPER_SOURCES / "read_bounded.c"))
     cmd = ["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{HOOK_SOURCES}",
+           f"-I{HELPER_SOURCES}",
            str(PROBE_SOURCE), *sources, "-o", str(out)]
     sanitizers = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
     if subprocess.run(cmd + sanitizers, capture_output=True).returncode == 0:
