@@ -52,7 +52,10 @@ DEFAULT_HOOK_PATH = "/usr/bin/nvidia-cdi-hook"
 # A hook's environment is exactly its env list; an empty one is dropped by engines and the image's
 # environment leaks in (REFERENCE §4). The hook needs nothing else: all it does is in its args.
 HOOK_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin",)
-CREATE_CONTAINER = "createContainer"
+# Our hook entry runs at createRuntime and joins the container's mount namespace itself: runc 1.1
+# hands a createContainer hook its state several milliseconds late (docs/runtime-shim.md). NVIDIA's
+# nvidia-cdi-hook works only where it is started, so its entries stay createContainer hooks.
+CREATE_RUNTIME, CREATE_CONTAINER = "createRuntime", "createContainer"
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
 ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION = "enable-cuda-compat", "disable-device-node-modification"
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
@@ -307,8 +310,8 @@ class EditsBuilder:
             argvs = [hook_args(links, folders, self.ldconfig, **work)] if links or folders or work["params_file"] else []
             if os.path.basename(self.hook_path) == "nvidia-ctk":   # our nvidia-ctk runs the hook as `hook ...`
                 argvs = [["nvidia-ctk", "hook", *argv[1:]] for argv in argvs]
-        hooks = [Hook(hook_name=CREATE_CONTAINER, path=self.hook_path, args=argv, env=list(HOOK_ENV))
-                 for argv in argvs]
+        hook_name = CREATE_CONTAINER if self.hook_flavour == NVIDIAS else CREATE_RUNTIME
+        hooks = [Hook(hook_name=hook_name, path=self.hook_path, args=argv, env=list(HOOK_ENV)) for argv in argvs]
         env = [f"{LIBCUDA_DIR_ENV}={libcuda[0]}"] if libcuda else []
         return ContainerEdits(env=env + [VISIBLE_DEVICES_VOID], device_nodes=nodes, mounts=mounts, hooks=hooks)
 

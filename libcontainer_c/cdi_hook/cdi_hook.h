@@ -1,8 +1,9 @@
-/* nvidia-cdi-hook, the createContainer hook of CDI specs, in C: declarations shared by its files.
+/* nvidia-cdi-hook, the hook of CDI specs (createRuntime in ours, createContainer in NVIDIA's), in C: declarations shared by its files.
  *
  *   args.c       the argument chains (ours and NVIDIA's spellings) -> struct hook_tasks
  *   json.c       a strict JSON reader that finds a few members (json.h); json_value.c reads them
  *   container.c  the state on stdin and the bundle's config.json -> the rootfs path
+ *   namespace.c  a createRuntime hook joins the container's mount namespace (createContainer: in it)
  *   tasks.c      links, the ld cache (the image's CUDA compat libraries first when they are newer
  *                than the driver), through libcontainer_c/src (one resolver, one symlink maker, one
  *                ld.so.conf.d writer)
@@ -77,13 +78,27 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
 int hook_tasks_empty(const struct hook_tasks *tasks);
 void hook_tasks_free(struct hook_tasks *tasks);
 
+/* What the hook takes from the OCI state on stdin. */
+struct hook_state {
+    char *bundle;   /* absolute */
+    long pid;       /* the container's init as the runtime sees it; 0 when absent or not a plain pid */
+    int waiting;    /* status "creating" (runc) or "created" (crun): the init waits for the hooks */
+};
+
 /* container.c */
-int hook_read_state(int fd, char **bundle, struct hook_error *err);
+int hook_read_state(int fd, struct hook_state *state, struct hook_error *err);
+void hook_state_free(struct hook_state *state);
 int hook_state_bundle(const char *doc, size_t len, char **bundle, struct hook_error *err);
+/* the pid and status of a state document already read by hook_state_bundle (valid JSON) */
+void hook_state_process(const char *doc, size_t len, long *pid, int *waiting);
 int hook_config_root_path(const char *doc, size_t len, const char *where, char **path, struct hook_error *err);
 int hook_container_rootfs(const char *bundle, const char *container_spec, char **rootfs,
                           struct hook_error *err);
 char *hook_join_normpath(const char *base, const char *path);
+
+/* namespace.c: joins the mount namespace of the state's pid when this is a createRuntime (or prestart)
+ * hook, which runs in the runtime's; a createContainer hook is left where it is, in the container's */
+int hook_enter_container(const struct hook_state *state, struct hook_error *err);
 
 /* ldconfig.c: the host's ldconfig (a host path) in the sandbox, scanning folders too; the cache it
  * builds replaces the root's /etc/ld.so.cache unless that already holds the same */

@@ -53,20 +53,64 @@ int hook_state_bundle(const char *doc, size_t len, char **bundle, struct hook_er
     return 0;
 }
 
-int hook_read_state(int fd, char **bundle, struct hook_error *err)
+/* A pid as the state writes it: a plain positive integer (no sign, fraction or exponent). */
+static long plain_pid(const char *doc, const struct json_value *v)
+{
+    long pid = 0;
+
+    if (v->type != JSON_NUMBER || v->end - v->start > 9)
+        return 0;
+    for (size_t i = v->start; i < v->end; i++) {
+        if (doc[i] < '0' || doc[i] > '9')
+            return 0;
+        pid = pid * 10 + (doc[i] - '0');
+    }
+    return pid;
+}
+
+void hook_state_process(const char *doc, size_t len, long *pid, int *waiting)
+{
+    static const char *const pid_key[] = { "pid", NULL }, *const status_key[] = { "status", NULL };
+    struct json_query q[2] = { { pid_key, { 0, 0, 0 }, 0 }, { status_key, { 0, 0, 0 }, 0 } };
+    struct json_error jerr;
+    enum json_type top;
+    const char *why;
+    char *status;
+
+    *pid = 0;
+    *waiting = 0;
+    if (json_scan(doc, len, q, 2, &top, &jerr) < 0 || top != JSON_OBJECT)
+        return;
+    *pid = plain_pid(doc, &q[0].found);
+    if (q[1].found.type == JSON_STRING && (status = json_string(doc, &q[1].found, &why)) != NULL) {
+        *waiting = strcmp(status, "creating") == 0 || strcmp(status, "created") == 0;
+        free(status);
+    }
+}
+
+int hook_read_state(int fd, struct hook_state *state, struct hook_error *err)
 {
     char *doc;
     size_t len;
     int rc;
 
+    memset(state, 0, sizeof(*state));
     if (gct_read_bounded(fd, HOOK_MAX_STATE, &doc, &len) < 0)
         return hook_fail(err, "stdin", "cannot read the container state: %s", strerror(errno));
     if (len > HOOK_MAX_STATE)
         rc = hook_fail(err, "stdin", "container state is too large");
     else
-        rc = hook_state_bundle(doc, len, bundle, err);
+        rc = hook_state_bundle(doc, len, &state->bundle, err);
+    if (rc == 0)
+        hook_state_process(doc, len, &state->pid, &state->waiting);
     free(doc);
     return rc;
+}
+
+void hook_state_free(struct hook_state *state)
+{
+    free(state->bundle);
+    state->bundle = NULL;
 }
 
 int hook_config_root_path(const char *doc, size_t len, const char *where, char **path, struct hook_error *err)

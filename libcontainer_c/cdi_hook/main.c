@@ -1,9 +1,11 @@
-/* nvidia-cdi-hook: everything a CDI spec asks at createContainer time, in one process, without an
- * interpreter. The static launcher calls cdi_hook_main() when its own file name is nvidia-cdi-hook.
+/* nvidia-cdi-hook: everything a CDI spec asks of its hook while the container is created, in one
+ * process, without an interpreter. The static launcher calls cdi_hook_main() when its own file name
+ * is nvidia-cdi-hook.
  *
- * The runtime runs it as root in the container's mount namespace before pivot_root, with the OCI
- * state on stdin: the rootfs comes from the state's bundle and config.json's root.path, never
- * from the cwd. Exit status 0, or 1 with one line "nvidia-cdi-hook: error: <what> (<where>)". */
+ * The runtime runs it as root with the OCI state on stdin, before pivot_root: as a createRuntime hook
+ * (our specs) in the runtime's namespaces, and it joins the container's mount namespace
+ * (namespace.c), or as a createContainer hook (NVIDIA's specs) already in it. The rootfs comes from
+ * the state's bundle and config.json's root.path, never from the cwd. Exit status 0, or 1 with one line "nvidia-cdi-hook: error: <what> (<where>)". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,7 @@
 #include "cdi_hook.h"
 
 static const char usage[] =
-    "nvidia-cdi-hook: everything a CDI spec asks at createContainer time, in one process.\n"
+    "nvidia-cdi-hook: everything a CDI spec asks of its hook while the container is created, in one process.\n"
     "\n"
     "    nvidia-cdi-hook create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR ... < state.json\n"
     "\n"
@@ -34,6 +36,8 @@ static const char usage[] =
     "                                         cover the container's /proc/driver/nvidia/params with a\n"
     "                                         copy of the driver's (PATH, default that file on the\n"
     "                                         host) saying ModifyDeviceFiles: 0\n"
+    "As a createRuntime (or prestart) hook it joins the mount namespace of the state's pid first; as a\n"
+    "createContainer hook it works where it is, in the container's.\n"
     "Each takes --container-spec FILE (the bundle's config.json); global --debug/--quiet are accepted.\n"
     "--version (-v) prints the version, --help this text.\n"
     "Unknown subcommands and options (from a newer spec) are warned about and skipped.\n";
@@ -43,19 +47,23 @@ static int is_help(const char *arg)
     return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || strcmp(arg, "help") == 0;
 }
 
-/* The state, the rootfs, then the work. */
+/* The state, the container's mount namespace (a createRuntime hook joins it), the rootfs, then the
+ * work. */
 static int run(const struct hook_tasks *tasks, struct hook_error *err)
 {
-    char *bundle = NULL, *rootfs = NULL;
+    struct hook_state state;
+    char *rootfs = NULL;
     int rc;
 
-    rc = hook_read_state(STDIN_FILENO, &bundle, err);
+    rc = hook_read_state(STDIN_FILENO, &state, err);
     if (rc == 0)
-        rc = hook_container_rootfs(bundle, tasks->container_spec, &rootfs, err);
+        rc = hook_enter_container(&state, err);
+    if (rc == 0)
+        rc = hook_container_rootfs(state.bundle, tasks->container_spec, &rootfs, err);
     if (rc == 0)
         rc = hook_run_tasks(rootfs, tasks, err);
     free(rootfs);
-    free(bundle);
+    hook_state_free(&state);
     return rc;
 }
 

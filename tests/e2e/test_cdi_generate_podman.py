@@ -1,6 +1,6 @@
 """`nvidia-ctk cdi generate` on a simulated host (2 GPUs, GPU 1 in MIG mode with two MIG devices),
 run by real podman 4.3 (runc): each CDI name gives the container exactly its devices, the driver
-libraries with their links (made by nvidia-cdi-hook at createContainer), libcuda.so.1 in the
+libraries with their links (made by nvidia-cdi-hook at createRuntime), libcuda.so.1 in the
 container's ld cache, and an nvidia-smi that lists what was asked for.
 
 The image is built here without a registry: busybox + the host's glibc + a static ldconfig.
@@ -92,7 +92,7 @@ def smi(lines: list[str]) -> list[str]:
     return [line[4:] for line in lines if line.startswith("smi ")]
 
 
-# crun runs createContainer hooks with the bundle as cwd, runc with the rootfs: the hook must not care
+# crun runs hooks with the bundle as cwd, runc createContainer hooks with the rootfs: the hook must not care
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
 def test_gpu_0_gets_its_node_the_libraries_and_nvidia_smi_sees_only_it(setup, runtime):
     if shutil.which(runtime) is None:
@@ -146,7 +146,7 @@ def test_all_gets_every_device(setup):
 
 
 def test_a_read_only_container_still_gets_its_links_and_cache(setup):
-    # createContainer hooks run before the runtime makes the rootfs read-only
+    # createRuntime (and createContainer) hooks run before the runtime makes the rootfs read-only
     podman, _ = setup
     lines = run(podman, "0", extra=("--read-only",))
     assert "rootfs-ro" in lines

@@ -130,7 +130,7 @@ def test_all_means_the_same_devices_in_every_mode(gpu_host, tmp_path):
 @pytest.mark.parametrize("mode", ["cdi", "jit-cdi"])
 def test_modify_device_files_is_0_and_newer_cuda_compat_libraries_come_first(gpu_host, tmp_path, mode):
     """What NVIDIA's disable-device-node-modification and enable-cuda-compat hooks do, done by our one
-    createContainer hook. The container has no procfs here (the simulated driver is not in the
+    hook entry. The container has no procfs here (the simulated driver is not in the
     kernel's; crun starts without one, runc does not): its image's /proc/driver/nvidia/params stands
     where the driver's would be, and the hook covers it with the simulated driver's params,
     ModifyDeviceFiles: 0. The image carries CUDA

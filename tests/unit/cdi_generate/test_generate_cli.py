@@ -97,7 +97,7 @@ def test_common_edits_and_device_edits(sim_host):
     assert [n["path"] for n in common["deviceNodes"]] == ["/dev/nvidiactl", "/dev/nvidia-uvm",
                                                           "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
     (hook,) = common["hooks"]
-    assert hook["hookName"] == "createContainer" and hook["env"]
+    assert hook["hookName"] == "createRuntime" and hook["env"]
     assert "update-ldcache" in hook["args"] and "create-symlinks" in hook["args"]
     # 32-bit libraries are left out, as NVIDIA's generator does
     assert not any("i386" in m["containerPath"] for m in common["mounts"])

@@ -1,0 +1,65 @@
+/* Which mount namespace the hook works in. A createContainer hook is already in the container's: the
+ * runtime runs it from the container's init before pivot_root (runc's state then says pid 1, crun's
+ * pid 0). A createRuntime (or prestart) hook runs in the runtime's namespaces, with the container's
+ * init as the state's pid, waiting (status "creating" under runc, "created" under crun) with every
+ * mount of config.json in place: the hook joins that init's mount namespace and then sees exactly
+ * what a createContainer hook sees (the host's files before pivot_root, and the rootfs with the
+ * container's mounts on it).
+ *
+ * Our specs use createRuntime: runc 1.1 hands a createContainer hook its state from a process whose
+ * Go runtime runs on one thread, and the hook waits several milliseconds for it; a createRuntime
+ * hook gets it at once (docs/runtime-shim.md). Only the mount namespace is joined: the pid, user
+ * and cgroup namespaces stay the runtime's, as for the legacy prestart hook, so what the hook writes
+ * in a container with a user namespace of its own belongs to the runtime's root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdi_hook.h"
+#include "internal.h"
+
+/* Whether this process is in the pid namespace of the procfs on /proc: a hook in the container's pid
+ * namespace (createContainer) reads its own pid there as another number. */
+static int in_procfs_pid_namespace(void)
+{
+    char text[32];
+    ssize_t n = readlink("/proc/self", text, sizeof(text) - 1);
+    char *end;
+
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    errno = 0;
+    long pid = strtol(text, &end, 10);
+    return errno == 0 && *end == '\0' && pid == (long)getpid();
+}
+
+static int same_file(int fd, const char *path)
+{
+    struct stat a, b;
+
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int hook_enter_container(const struct hook_state *state, struct hook_error *err)
+{
+    char path[64];
+    int fd, rc = 0;
+
+    if (!state->waiting || state->pid <= 1 || !in_procfs_pid_namespace())
+        return 0;   /* a createContainer hook: already in the container's mount namespace */
+    snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", state->pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return hook_fail(err, path, "cannot open the container's mount namespace: %s", strerror(errno));
+    if (!same_file(fd, "/proc/self/ns/mnt") && setns(fd, CLONE_NEWNS) < 0)
+        rc = hook_fail(err, path, "cannot enter the container's mount namespace: %s", strerror(errno));
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,162 @@
+"""nvidia-cdi-hook as a createRuntime hook: started in the runtime's mount namespace, it joins the one
+of the state's pid (the container's init, waiting) and does its work there, where the container's
+mounts are; as a createContainer hook (runc's state says pid 1, crun's 0, and the hook is in the
+container's pid namespace) it stays where it is.
+
+The container's init is stood in for by a process in a private mount namespace of its own in which
+the rootfs' library placeholder (an empty file, as a runtime leaves it) has the library bind-mounted
+on it. ldconfig lists a library only where it sees the real file, and the params copy is mounted
+where the hook is: both tell which namespace the hook worked in."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.rootfs import make_rootfs
+from tests.unit.cdi_hook.test_cdi_hook import HOOK, PARAMS, cache_listing, error_line, needs_root, run_hook, \
+    write_bundle
+
+LIBRARY_DIR = "/opt/vendor/lib"
+LIBRARY = "libgctcdi.so.550.54.15"
+PARAMS_PATH = "proc/driver/nvidia/params"
+ARGS = ["create-symlinks", "--link", f"{LIBRARY}::{LIBRARY_DIR}/libgctcdi.so.1",
+        "update-ldcache", "--folder", LIBRARY_DIR]
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lib")
+    (out / "l.c").write_text("int gct_cdi_probe(void) { return 7; }\n")
+    lib = out / LIBRARY
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libgctcdi.so.1", "-o", lib, out / "l.c"], check=True)
+    return lib
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    """A glibc rootfs with an empty placeholder where the runtime mounts the library, and a procfs
+    stand-in holding the container's params; the driver's own params say ModifyDeviceFiles: 1."""
+    bundle = tmp_path / "bundle"
+    write_bundle(bundle, "rootfs")
+    root = make_rootfs(bundle / "rootfs", glibc=True)
+    (root / LIBRARY_DIR.lstrip("/")).mkdir(parents=True)
+    (root / LIBRARY_DIR.lstrip("/") / LIBRARY).touch()
+    (root / PARAMS_PATH).parent.mkdir(parents=True)
+    (root / PARAMS_PATH).write_text("the container's view\n")
+    (tmp_path / "driver-params").write_text(PARAMS)
+    return bundle
+
+
+@pytest.fixture
+def container_init(bundle, library):
+    """A process standing in for the container's init: its own private mount namespace with the library
+    mounted on the placeholder; it waits until the test ends."""
+    placeholder = bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY
+    init = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                             f"mount --bind '{library}' '{placeholder}' && echo ready && exec sleep 300"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert init.stdout.readline() == "ready\n"
+        yield init.pid
+    finally:
+        init.kill()
+        init.wait()
+
+
+def state(bundle: Path, pid: int, status: str = "creating") -> dict:
+    return {"ociVersion": "1.0.2", "id": "c", "status": status, "pid": pid, "bundle": str(bundle)}
+
+
+def params_mounts(pid: int | str, bundle: Path) -> int:
+    """How many mounts the namespace of pid has on the rootfs' params."""
+    target = f" {bundle}/rootfs/{PARAMS_PATH} "
+    return Path(f"/proc/{pid}/mountinfo").read_text().count(target)
+
+
+def run_in_runtime_namespace(args, doc, prefix=()):
+    """The hook as a createRuntime hook runs, from a namespace of its own standing in for the
+    runtime's (so that a params mount made here, had the hook stayed, goes with it): the state on
+    stdin; its stdout says whether the params got mounted in that namespace."""
+    script = f"'{HOOK}' \"$@\" <<'EOF'\n{json.dumps(doc)}\nEOF\nrc=$?\ngrep -c '/{PARAMS_PATH} ' /proc/self/mountinfo\n" \
+             "exit $rc"
+    return subprocess.run([*prefix, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+@needs_root
+@pytest.mark.parametrize("status", ["creating", "created"])   # runc's word, crun's
+def test_a_create_runtime_hook_works_in_the_containers_mount_namespace(bundle, container_init, tmp_path, status):
+    root = bundle / "rootfs"
+    args = [*ARGS, "disable-device-node-modification", "--params-file", str(tmp_path / "driver-params")]
+    result = run_in_runtime_namespace(args, state(bundle, container_init, status))
+    assert result.returncode == 0 and result.stderr == "", result
+    assert result.stdout == "0\n"                 # nothing mounted where the hook was started
+    # the library the container's namespace has, and only it, is in the cache
+    assert f"libgctcdi.so.1 (libc6,x86-64) => {LIBRARY_DIR}/libgctcdi.so.1" in cache_listing(root)
+    assert os.readlink(root / LIBRARY_DIR.lstrip("/") / "libgctcdi.so.1") == LIBRARY
+    assert params_mounts(container_init, bundle) == 1
+    params = subprocess.run(["nsenter", "-m", "-t", str(container_init), "cat", str(root / PARAMS_PATH)],
+                            capture_output=True, text=True, check=True).stdout
+    assert "ModifyDeviceFiles: 0" in params
+    assert (root / PARAMS_PATH).read_text() == "the container's view\n"   # in this namespace: untouched
+
+
+@needs_root
+@pytest.mark.parametrize("case", ["pid 1 (runc's createContainer state)", "pid 0 (crun's)", "running",
+                                  "stopped", "no status", "pid as a float", "pid as a string"])
+def test_otherwise_the_hook_stays_where_it_is(bundle, container_init, tmp_path, case):
+    """Not a waiting init's pid: the work is done in the hook's own namespace (where a createContainer
+    hook already is the container's), so here ldconfig finds only the empty placeholder."""
+    doc = state(bundle, container_init)
+    if case.startswith("pid 1"):
+        doc["pid"] = 1
+    elif case.startswith("pid 0"):
+        doc["pid"] = 0
+    elif case in ("running", "stopped"):
+        doc["status"] = case
+    elif case == "no status":
+        del doc["status"]
+    elif case == "pid as a float":
+        doc["pid"] = float(container_init)
+    else:
+        doc["pid"] = str(container_init)
+    args = [*ARGS, "disable-device-node-modification", "--params-file", str(tmp_path / "driver-params")]
+    result = run_in_runtime_namespace(args, doc)
+    assert result.returncode == 0, result
+    assert result.stdout == "1\n"                 # the params copy went where the hook was
+    assert "libgctcdi" not in cache_listing(bundle / "rootfs")
+    assert params_mounts(container_init, bundle) == 0
+
+
+@needs_root
+def test_a_hook_in_another_pid_namespace_than_procs_stays(bundle, container_init):
+    """A createContainer hook runs in the container's pid namespace with the host's /proc: the pid it
+    reads for itself there differs from its own, and it never takes the state's pid as its init."""
+    result = run_in_runtime_namespace(ARGS, state(bundle, container_init), prefix=("unshare", "--pid", "--fork"))
+    assert result.returncode == 0, result
+    assert "libgctcdi" not in cache_listing(bundle / "rootfs")
+
+
+@needs_root
+def test_an_init_that_is_gone_is_one_line(bundle):
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    assert error_line(run_hook(ARGS, state(bundle, int(gone)))) == \
+        f"cannot open the container's mount namespace: No such file or directory (/proc/{gone}/ns/mnt)"
+
+
+@needs_root
+def test_the_init_of_the_hooks_own_namespace_needs_no_entering(bundle, library):
+    """The state's pid in the hook's own mount namespace (a runtime that runs its createRuntime hooks
+    there): nothing to join, the work is done."""
+    placeholder = bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY
+    script = (f"mount --bind '{library}' '{placeholder}' && sleep 300 & sleep 0.2; "
+              f"'{HOOK}' \"$@\" <<EOF\n{{\"status\": \"creating\", \"pid\": $!, \"bundle\": \"{bundle}\"}}\nEOF\n"
+              "rc=$?; kill $!; exit $rc")
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *ARGS],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result
+    assert "libgctcdi.so.1" in cache_listing(bundle / "rootfs")
