@@ -6,7 +6,7 @@ Rows (busybox `true`, create/start/wait/delete; the shim rows put EVERY call thr
   - the shim, one GPU (NVIDIA_VISIBLE_DEVICES=0, cdi mode): the goal is <= 2.0x the baseline;
   - the same in jit-cdi mode (edits built from the driver for this request: utility,compute only);
   - plain runc on the config.json the shim wrote: what the GPU edits themselves cost (device nodes, ~60
-    bind mounts, the nvidia-cdi-hook createContainer hook), with no shim in the way.
+    bind mounts, the nvidia-cdi-hook createRuntime hook), with no shim in the way.
 Then passthrough: `state ID` through the shim vs runc's own `state ID` (goal <= 1.5x).
 """
 from __future__ import annotations

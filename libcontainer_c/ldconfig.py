@@ -4,7 +4,7 @@ The binary is opened here, in the caller's namespace, before anything is entered
 never substitute its own, and must be a static executable (the C helper's gct_open_static_executable,
 which nvidia-cdi-hook, a C program, calls too; the limits are the C header's GCT_LDCONFIG_*). A
 forked child (C, no Python) then joins the container's mount namespace (``pid``; None = stay in
-this one, as a createContainer hook already is in the container's), takes a private copy of it,
+this one, as nvidia-cdi-hook already is in the container's), takes a private copy of it,
 hides a procfs mounted in the rootfs, chroots into the rootfs, sets resource limits, drops every
 capability (bounding set included, securebits locked so uid 0 regains nothing on exec), sets
 no_new_privs and executes the binary from its fd with an empty environment.

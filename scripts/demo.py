@@ -23,7 +23,7 @@ def main() -> int:
     step("its nvidia-smi", str(SIMULATED_HOST / "usr/bin/nvidia-smi"), "-L")
     spec_dir = SIMULATED_HOST.parent / "cdi"
     spec_dir.mkdir(exist_ok=True)
-    step("a CDI spec for it (one createContainer hook: nvidia-cdi-hook)", str(BIN / "nvidia-ctk"), "cdi", "generate",
+    step("a CDI spec for it (one createRuntime hook: nvidia-cdi-hook)", str(BIN / "nvidia-ctk"), "cdi", "generate",
          "--driver-root", str(SIMULATED_HOST), "--output", str(spec_dir / "nvidia.yaml"))
     step("the device names it gives containers", str(BIN / "nvidia-ctk"), "cdi", "list", "--spec-dir", str(spec_dir))
     # GPU 1 is in MIG mode: the spec has its MIG devices, not the whole GPU (as NVIDIA's specs)
