@@ -35,7 +35,7 @@ from tests.reliability.fuzzing import fuzz
 # nvidia-cdi-hook's C readers of the state and config.json, built with the sanitizers where the compiler
 # has them, and what Python's reading of the same document gives (the probe and its rule live with the
 # reader's own tests)
-from tests.unit.cdi_hook.test_json_reader import probe, python_outcome  # noqa: F401 (probe: a fixture)
+from tests.unit.cdi_hook.test_json_reader import probe, python_outcome, python_process  # noqa: F401 (probe: a fixture)
 
 # a spec the registry accepts, for the targets that look devices up
 SPEC = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
@@ -326,7 +326,8 @@ def test_mig_minors(profile, figures, tmp_path):
 def test_c_hook_reader(probe, profile, figures, tmp_path, kind):
     """The same generated documents through nvidia-cdi-hook's C reader (in one run of its probe, under
     ASan/UBSan where available): it must give the bundle or root.path exactly as Python's reading does,
-    or refuse exactly what Python refuses, and never crash."""
+    or refuse exactly what Python refuses, and never crash; a state's pid and status too (the init a
+    createRuntime hook joins)."""
     import sys
 
     docs = []
@@ -342,11 +343,15 @@ def test_c_hook_reader(probe, profile, figures, tmp_path, kind):
     sys.set_int_max_str_digits(0)   # Python's own limit on int digits is not JSON's
     try:
         expected = [python_outcome(code, doc) for doc in docs]
+        processes = [python_process(doc) for doc in docs] if code == "s" else []
     finally:
         sys.set_int_max_str_digits(limit)
     results = probe.run([(code, doc) for doc in docs])
     differ = [(doc, got, want) for doc, got, want in zip(docs, results, expected)
               if (got[0], got[1] if got[0] == "ok" else None) != want]
+    if processes:
+        differ += [(doc, got, want) for doc, got, want in zip(docs, probe.run([("p", doc) for doc in docs]), processes)
+                   if got != want]
     figures.update(accepted=sum(r[0] == "ok" for r in results), refused=sum(r[0] != "ok" for r in results),
                    read_differently=len(differ))
     assert not differ, differ[:3]

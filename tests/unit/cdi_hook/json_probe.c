@@ -4,6 +4,7 @@
  *
  * stdin: records of one kind byte, a 4-byte little-endian length and that many bytes:
  *   's' a state document      -> hook_state_bundle()
+ *   'p' a state document      -> hook_state_process(): "<pid> <waiting>"
  *   'c' a config.json document -> hook_config_root_path()
  *   'j' BASE '\0' PATH          -> hook_join_normpath()
  * stdout: one line a record, "ok <hex of the value>" or "error <hex of the message>". */
@@ -40,7 +41,12 @@ static void run(int kind, char *data, size_t len)
     char *value = NULL;
     int rc;
 
-    if (kind == 's')
+    if (kind == 'p') {
+        long pid;
+        int waiting;
+        hook_state_process(data, len, &pid, &waiting);
+        rc = asprintf(&value, "%ld %d", pid, waiting) < 0 ? -1 : 0;
+    } else if (kind == 's')
         rc = hook_state_bundle(data, len, &value, &err);
     else if (kind == 'c')
         rc = hook_config_root_path(data, len, "config.json", &value, &err);

@@ -261,10 +261,28 @@ def python_outcome(kind: str, doc: bytes):
         return "error", None
 
 
-KEYS = {"s": ["bundle", "bundlePath", "bund\\u006ce", "id", "pid"], "c": ["root", "path", "r\\u006fot", "linux", "x"]}
+def python_process(doc: bytes) -> tuple[str, bytes]:
+    """The pid and whether the init waits, as the C reader gives them ("<pid> <0|1>"): a pid is a plain
+    int below 10**9 (else 0), waiting is status "creating" or "created"; a document that is not a JSON
+    object gives "0 0"."""
+    try:
+        value = json.loads(doc.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        return "ok", b"0 0"
+    pid, status = value.get("pid"), value.get("status")
+    pid = pid if type(pid) is int and 0 <= pid < 10**9 else 0
+    return "ok", f"{pid} {int(status in ('creating', 'created'))}".encode()
+
+
+KEYS = {"s": ["bundle", "bundlePath", "bund\\u006ce", "id", "pid"], "c": ["root", "path", "r\\u006fot", "linux", "x"],
+        "p": ["pid", "status", "p\\u0069d", "bundle", "state"]}
 STRINGS = ['"/run/b"', '"/r\\u00e9\\ud83d\\ude00"', '"rel"', '""', '"/a\\u0000"', '"/\\ud800"', '"rootfs"',
            '"../r\\/s"', '"\\"q\\""', '"/caf\u00e9"']
-SCALARS = ["0", "-0.0", "1e-400", "1e400", "12.5e-3", "-7", "true", "false", "null", "[]", "{}", "[0]"]
+SCALARS = ["0", "-0.0", "1e-400", "1e400", "12.5e-3", "-7", "true", "false", "null", "[]", "{}", "[0]",
+           "1", "4242", "999999999", "1000000000", "42.0", "4e2", '"creating"', '"created"', '"cre\\u0061ted"',
+           '"running"', '"creating\\u0000"']
 TOKENS = [b"{", b"}", b"[", b"]", b'"', b",", b":", b"\\", b"\\u", b"\\ud83d", b"\\ude00", b"\\u0000", b"0", b"-",
           b"1e-400", b".", b"e", b"true", b"null", b"NaN", b" ", b"\n", b"\x00", b"\x01", b"\x7f", b"\xff",
           b"\xc3\xa9", b"\xc3", b"\xed\xa0\x80", b"\xef\xbb\xbf", b'"bundle"', b'"root"', b'"path"', b'"/y"', b"{}"]
@@ -331,3 +349,21 @@ def test_fuzzed_documents_read_as_json_loads_reads_them(probe, kind, restore_int
         assert (outcome, value if outcome == "ok" else None) == expected, doc
         accepted += outcome == "ok"
     assert accepted > len(docs) // 10, "a good part of the documents should give a value"
+
+
+def test_fuzzed_states_give_the_pid_and_status_json_loads_gives(probe, restore_int_digits):
+    """hook_state_process (which init a createRuntime hook joins) against json.loads on the same
+    generated and mutated states."""
+    sys.set_int_max_str_digits(0)
+    rng = random.Random("nvidia-cdi-hook pid")
+    good = ['"pid": 4242', '"status": "creating"', '"status": "created"', '"pid": 1']
+    docs = []
+    while len(docs) < FUZZ_DOCS:
+        members = [f'"{rng.choice(KEYS["p"])}": {random_value(rng, "p", 1)}' for _ in range(rng.randint(0, 5))]
+        members[rng.randint(0, len(members)):0] = rng.sample(good, rng.randint(0, 2))
+        doc = ("{" + ", ".join(members) + "}").encode()
+        docs.append(mutate(rng, doc) if rng.random() < 0.5 else doc)
+    results = probe.run([("p", d) for d in docs])
+    for doc, got in zip(docs, results):
+        assert got == python_process(doc), doc
+    assert sum(got[1].endswith(b" 1") and not got[1].startswith(b"0 ") for got in results) > len(docs) // 20
