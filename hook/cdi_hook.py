@@ -216,27 +216,36 @@ def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | No
     """Rebuild the rootfs' ld.so.cache with the host's ldconfig, scanning `folders` too; with
     `host_driver_version` (enable-cuda-compat), the image's CUDA compat folder goes first when its
     libcuda is for a newer driver major (as nvidia-cdi-hook does). The cache is written only when it
-    changed (libcontainer_c.ldconfig.run_ldconfig: a restarted container's is left as it is)."""
+    changed (libcontainer_c.ldconfig.run_ldconfig: a restarted container's is left as it is).
+
+    With `pid` the root is opened once, in the container's view (Rootfs(rootfs, pid)), and every
+    read and write here goes through it: the folders and the compat folder looked at, the drop-in,
+    the cache. ldconfig itself runs in that namespace too, so a volume the container has over the
+    rootfs' /etc gets the cache, not the directory under it that only this namespace sees."""
     from libcontainer_c.errors import ContainerFsError
     from libcontainer_c.ldconfig import LdconfigError, cuda_compat_folder, run_ldconfig
     from libcontainer_c.rootfs import Rootfs
 
     try:
-        with Rootfs(rootfs) as root:
+        root = Rootfs(rootfs, pid)
+    except ContainerFsError as e:
+        raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
+    with root:
+        try:
             has_etc = root.exists("/etc")
             compat = cuda_compat_folder(root, host_driver_version, warn) if has_etc and host_driver_version else None
             existing = ([compat] if compat else []) + [f for f in folders if f != compat and root.exists(f)]
-            if has_etc and existing:
-                write_ld_so_conf(root, existing, warn)
-    except ContainerFsError as e:
-        raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
-    if not has_etc:
-        warn("the container has no /etc: ld.so.cache not updated")
-        return
-    try:
-        run_ldconfig(rootfs, existing, pid=pid, ldconfig=ldconfig)
-    except LdconfigError as e:
-        raise HookError(f"ldconfig failed: {e}", rootfs) from None
+        except ContainerFsError as e:
+            raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
+        if not has_etc:
+            warn("the container has no /etc: ld.so.cache not updated")
+            return
+        if existing:
+            write_ld_so_conf(root, existing, warn)
+        try:
+            run_ldconfig(root, existing, pid=pid, ldconfig=ldconfig)
+        except LdconfigError as e:
+            raise HookError(f"ldconfig failed: {e}", rootfs) from None
 
 
 def write_ld_so_conf(root, folders: list[str], warn) -> None:

@@ -18,7 +18,9 @@ Applying it, in order:
    operation fails.
 2. the ld cache, by the one sandboxed ldconfig runner (host binary, chroot, no capabilities), with
    the image's CUDA compat folder first when the entry asks for enable-cuda-compat and its libcuda is
-   for a newer driver (libcontainer_c.ldconfig.cuda_compat_folder, nvidia-cdi-hook's C check).
+   for a newer driver (libcontainer_c.ldconfig.cuda_compat_folder, nvidia-cdi-hook's C check). The
+   cache and the ld.so.conf.d drop-in are written through the container's view of the rootfs
+   (/proc/<pid>/root, then the rootfs path): a volume over its /etc gets them.
 3. the device cgroup: v1 `devices.allow` of the container's cgroup, or on cgroup v2 a device program
    that replaces the runtime's and holds its rules plus ours.
 A failure in 2 or 3 unmounts everything step 1 mounted (a second batch in the same namespace) before

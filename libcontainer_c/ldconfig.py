@@ -12,15 +12,16 @@ no_new_privs and executes the binary from its fd with an empty environment.
 Capabilities: ldconfig keeps none; it runs as uid 0 inside the rootfs. When the root has a /proc
 directory it writes its cache on a scratch tmpfs there, and the C helper (gct_update_ld_cache, the same
 for nvidia-cdi-hook) puts it in /etc/ld.so.cache, with this process's privileges (fd-resolved inside
-the root, as the ld.so.conf.d drop-in), only when it differs; without one ldconfig writes the root-owned
-/etc of an ordinary image itself, and an image whose /etc is not writable by its owner root gets a
-failed ldconfig (reported).
+the root as the container's namespace sees it, as the ld.so.conf.d drop-in), only when it differs;
+without one ldconfig writes the root-owned /etc of an ordinary image itself, and an image whose /etc
+is not writable by its owner root gets a failed ldconfig (reported).
 """
 import errno
 import os
 
 from ._native import ffi, lib
 from .errors import ContainerFsError
+from .rootfs import Rootfs
 
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
 OUTPUT_LIMIT = lib.GCT_LDCONFIG_OUTPUT_LIMIT
@@ -91,32 +92,47 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
                  check: bool = True) -> LdconfigResult:
     """Run the host ``ldconfig`` (a host path) inside ``rootfs`` to rebuild its /etc/ld.so.cache.
 
-    ``rootfs`` is the container's root as seen in its mount namespace, and as this process sees it
-    (where the cache is installed); ``library_dirs`` are container paths scanned in addition to
-    /etc/ld.so.conf. The C helper's gct_update_ld_cache (nvidia-cdi-hook's too) has ldconfig write
-    the cache on a scratch tmpfs over the root's /proc and puts it in /etc/ld.so.cache only when it
-    differs from the file there: a restarted container whose cache is already right keeps the file
-    (ldconfig still saves its own /var/cache/ldconfig/aux-cache where the image has that directory),
-    and one whose image entries went stale gets them refreshed. With ``check`` a non-zero exit
-    raises LdconfigError; setup failures, timeouts and failures to install the cache always raise.
+    ``rootfs`` is the container's root as seen in its mount namespace (the path the sandbox opens
+    there), or an open :class:`~libcontainer_c.rootfs.Rootfs` of it, which is used as it is. The
+    cache is installed through that root: a path is opened here, in the container's view when
+    ``pid`` is given (``Rootfs(rootfs, pid)``: a volume mounted over the rootfs' /etc in the
+    container's namespace gets the cache, not the directory under it), and an open root must have
+    been opened for the same ``pid`` (ValueError otherwise). ``library_dirs`` are container paths
+    scanned in addition to /etc/ld.so.conf. The C helper's gct_update_ld_cache (nvidia-cdi-hook's
+    too) has ldconfig write the cache on a scratch tmpfs over the root's /proc and puts it in
+    /etc/ld.so.cache only when it differs from the file there: a restarted container whose cache is
+    already right keeps the file (ldconfig still saves its own /var/cache/ldconfig/aux-cache where
+    the image has that directory), and one whose image entries went stale gets them refreshed. With
+    ``check`` a non-zero exit raises LdconfigError; setup failures, timeouts and failures to install
+    the cache always raise.
     """
+    if isinstance(rootfs, Rootfs):
+        if rootfs.pid != pid:
+            raise ValueError(f"the root was opened for pid {rootfs.pid}, not {pid}")
+        root, owned = rootfs, None
+    else:
+        root = owned = None
     exe_fd = open_static_executable(ldconfig)
-    root_fd = ns_fd = -1
+    ns_fd = -1
     try:
-        root_fd = lib.gct_open_root(os.fsencode(rootfs))
-        if root_fd < 0:
-            raise LdconfigError(ffi.errno, "open root", rootfs)
+        if root is None:
+            try:
+                root = owned = Rootfs(rootfs, pid)
+            except ContainerFsError as err:
+                raise LdconfigError(err.errno, "open root", err.filename) from None
         if pid is not None:
             try:
                 ns_fd = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             except OSError as err:
                 raise LdconfigError(err.errno, "open mount namespace", f"/proc/{pid}/ns/mnt") from None
         argv = [b"ldconfig", *(os.fsencode(d) for d in library_dirs)]
-        return _execute(exe_fd, ns_fd, root_fd, rootfs, argv, limits or Limits(), timeout, check)
+        return _execute(exe_fd, ns_fd, root.fileno(), root.path, argv, limits or Limits(), timeout, check)
     finally:
-        for fd in (exe_fd, root_fd, ns_fd):
+        for fd in (exe_fd, ns_fd):
             if fd >= 0:
                 os.close(fd)
+        if owned is not None:
+            owned.close()
 
 
 def open_static_executable(path: str) -> int:

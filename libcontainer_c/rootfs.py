@@ -51,6 +51,21 @@ def _b(path) -> bytes:
     return os.fsencode(path)
 
 
+def _open_root(path, pid) -> int:
+    if pid is None:
+        return check(lib.gct_open_root(_b(path)), "open root", path)
+    base = f"/proc/{int(pid)}/root"
+    try:
+        fd = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise ContainerFsError(err.errno, "open root", base) from None
+    try:
+        return check(lib.gct_resolve(fd, _b(path), os.O_PATH | os.O_DIRECTORY), "open root",
+                     f"{base}/{os.fsdecode(path).lstrip('/')}")
+    finally:
+        os.close(fd)
+
+
 class MountOptions:
     """Flags for a bind mount: ``set`` and ``clear`` are GCT attribute bits (RDONLY, NOSUID, NODEV,
     NOEXEC); bits in neither keep the value of the source mount. ``recursive`` clones submounts too.
@@ -223,11 +238,18 @@ class Rootfs:
 
     The root itself is trusted (it comes from the runtime's state, not from the image); what is
     inside it is not. Use as a context manager or call :meth:`close`.
+
+    ``pid``: open the root as the container's mount namespace sees it, as ``path`` resolved inside
+    ``/proc/<pid>/root`` (RESOLVE_IN_ROOT, no magic links): before pivot_root the init's root is
+    the root of its namespace, where the rootfs path is the runtime's. What the container's
+    namespace has mounted inside the rootfs (a volume over /etc) is then what this root shows; the
+    caller's own namespace may have the bare directory there instead. None: this process's view.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, pid: int = None):
         self.path = path
-        self.fd = check(lib.gct_open_root(_b(path)), "open root", path)
+        self.pid = pid
+        self.fd = _open_root(path, pid)
 
     def close(self) -> None:
         if self.fd >= 0:

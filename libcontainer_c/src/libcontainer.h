@@ -184,8 +184,9 @@ enum {
 
 /* ld_cache.c: the root's /etc/ld.so.cache rebuilt by the host's ldconfig (sb: exe_fd from
  * gct_open_static_executable, argv "ldconfig" [options] folders..., the GCT_LDCONFIG_* limits; its
- * scratch_fd is ignored). rootfd is the same root as sb->root_path in sb->mntns_fd, opened in the
- * caller's view. When the root has a /proc directory, ldconfig writes the cache ("-C" after argv[0])
+ * scratch_fd is ignored). rootfd is the same root as sb->root_path in sb->mntns_fd, as that namespace
+ * sees it (a caller outside it: the path resolved inside /proc/<pid>/root), so the cache goes where
+ * ldconfig looked. When the root has a /proc directory, ldconfig writes the cache ("-C" after argv[0])
  * on a scratch tmpfs there, and a cache that differs from the root's /etc/ld.so.cache is put there
  * with gct_replace_file: an identical one is left as it is (same inode, not written). Without one,
  * ldconfig writes it itself. Returns 0 when ldconfig ran (look at res->status: the cache is installed

@@ -240,6 +240,30 @@ def test_a_restarted_container_keeps_its_links_and_ld_cache(host, tmp_path):
     assert written() == after_first        # the second did not
 
 
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_a_volume_over_etc_gets_the_ld_cache(host, tmp_path, runtime):
+    """A volume over the rootfs' /etc is mounted in the container's namespace only: the hook, in the
+    runtime's, writes the cache and the drop-in through the container's view, so the volume gets them
+    and the image's /etc under it is left as it was."""
+    root, _ = host
+    config = write_config(tmp_path / "config.toml", root, runtime)
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], env=["NVIDIA_VISIBLE_DEVICES=0"], glibc=True)
+    volume = tmp_path / "volume"
+    shutil.copytree(bundle / "rootfs/etc", volume, symlinks=True)
+    spec = json.loads((bundle / "config.json").read_text())
+    spec["mounts"].append({"destination": "/etc", "type": "bind", "source": str(volume),
+                           "options": ["rbind", "rw"]})
+    (bundle / "config.json").write_text(json.dumps(spec))
+    image_etc = sorted(p.name for p in (bundle / "rootfs/etc").iterdir())
+    image_cache = (bundle / "rootfs/etc/ld.so.cache").read_bytes()
+    result = run_through_shim(bundle, config, tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    assert "ldcache-ok" in result.stdout.splitlines()
+    assert (volume / "ld.so.conf.d/00-nvidia-cdi-hook.conf").exists()
+    assert sorted(p.name for p in (bundle / "rootfs/etc").iterdir()) == image_etc
+    assert (bundle / "rootfs/etc/ld.so.cache").read_bytes() == image_cache
+
+
 def test_require_is_skipped_when_disabled(host, tmp_path):
     result = run(host, tmp_path, "runc", ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99.0",
                                           "NVIDIA_DISABLE_REQUIRE=true"], script="echo STARTED")

@@ -1,0 +1,113 @@
+"""The prestart hook's ld cache goes where the container sees it: a live container's mount namespace
+may have something mounted over a directory of its rootfs (a volume over /etc), which the runtime's
+namespace, where the hook runs, does not see. ldconfig reads the container's view (its sandbox joins
+that namespace), and the cache and the ld.so.conf.d drop-in are written through the same view
+(the root opened as /proc/<pid>/root + rootfs), never under the mount where the container cannot
+see them.
+
+The container's init is stood in for by a process in a private mount namespace of its own with a
+copy of the image's /etc bind-mounted over <rootfs>/etc, as a volume would be."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from cdi.selection import Selection
+from hook.inject import Target, inject, plan_injection
+from libcontainer_c.errors import ContainerFsError
+from libcontainer_c.ldconfig import LD_SO_CONF_PATH, run_ldconfig
+from libcontainer_c.rootfs import Rootfs
+from tests.e2e.rootfs import make_rootfs
+from tests.support.mountns import tree_listing
+
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/sbin/ldconfig"),
+                                reason="mounts need root, and the host's ldconfig")
+
+
+@pytest.fixture
+def rootfs(tmp_path):
+    return make_rootfs(tmp_path / "rootfs", glibc=True)
+
+
+@pytest.fixture
+def volume(tmp_path, rootfs):
+    """The host directory mounted over the container's /etc: a copy of the image's /etc."""
+    volume = tmp_path / "volume"
+    shutil.copytree(rootfs / "etc", volume, symlinks=True)
+    return volume
+
+
+@pytest.fixture
+def container_init(rootfs, volume):
+    """The container's init: its own private mount namespace with the volume over <rootfs>/etc."""
+    init = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                             f"mount --bind '{volume}' '{rootfs}/etc' && echo ready && exec sleep 300"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert init.stdout.readline() == "ready\n"
+        yield init.pid
+    finally:
+        init.kill()
+        init.wait()
+
+
+def listed(etc) -> str:
+    """What the loader cache in the directory `etc` lists (read by the host's ldconfig)."""
+    return subprocess.run(["/sbin/ldconfig", "-p", "-C", str(etc / "ld.so.cache")], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_the_prestart_hook_writes_the_cache_and_drop_in_through_the_containers_view(
+        sim_host, rootfs, volume, container_init):
+    host, inventory = sim_host
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute", "utility"})
+    under_the_mount = tree_listing(rootfs / "etc")
+    image_cache = (rootfs / "etc/ld.so.cache").read_bytes()
+    inject(plan, Target(str(rootfs), container_init, cgroups=False))
+    # the container's /etc (the volume) got the driver's libraries and the drop-in
+    assert f"libcuda.so.1 (libc6,x86-64) => {LIBDIR}/libcuda.so.1" in listed(volume)
+    assert (volume / os.path.relpath(LD_SO_CONF_PATH, "/etc")).read_text().strip()
+    in_container = f"/proc/{container_init}/root{rootfs}/etc/ld.so.cache"
+    assert open(in_container, "rb").read() == (volume / "ld.so.cache").read_bytes()
+    # nothing landed underneath the mount, where the container cannot see it
+    assert tree_listing(rootfs / "etc") == under_the_mount
+    assert (rootfs / "etc/ld.so.cache").read_bytes() == image_cache
+
+
+def test_run_ldconfig_with_a_pid_installs_in_the_containers_view(rootfs, volume, container_init):
+    under_the_mount = tree_listing(rootfs / "etc")
+    image_cache = (rootfs / "etc/ld.so.cache").read_bytes()
+    os.unlink(volume / "ld.so.cache")
+    assert run_ldconfig(rootfs, [LIBDIR], pid=container_init).returncode == 0
+    assert "libc.so.6" in listed(volume)
+    assert tree_listing(rootfs / "etc") == under_the_mount
+    assert (rootfs / "etc/ld.so.cache").read_bytes() == image_cache
+
+
+def test_run_ldconfig_takes_the_callers_open_root(rootfs, volume, container_init):
+    os.unlink(volume / "ld.so.cache")
+    with Rootfs(rootfs, pid=container_init) as root:
+        assert run_ldconfig(root, [LIBDIR], pid=container_init).returncode == 0
+    assert "libc.so.6" in listed(volume)
+    with Rootfs(rootfs) as root, pytest.raises(ValueError):
+        run_ldconfig(root, [LIBDIR], pid=container_init)   # a root of another view than the pid's
+
+
+def test_a_root_of_the_containers_view_resolves_inside_its_root(rootfs, volume, container_init):
+    """The rootfs path is resolved inside the init's root (the root of its mount namespace before
+    pivot_root): the view the container has, the volume over /etc included; a pid that is gone is a
+    clear error."""
+    (volume / "only-in-the-volume").write_text("x")
+    with Rootfs(rootfs, pid=container_init) as root:
+        assert root.exists("/etc/only-in-the-volume")
+    with Rootfs(rootfs) as root:
+        assert not root.exists("/etc/only-in-the-volume")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with pytest.raises(ContainerFsError) as info:
+        Rootfs(rootfs, pid=gone.pid)
+    assert info.value.errno == 2 and f"/proc/{gone.pid}/root" in str(info.value)
