@@ -74,7 +74,7 @@ static int fail_run(struct hook_error *err, const char *rootfs, const char *what
 static int run(int exe_fd, int rootfd, const char *rootfs, char **argv, char *output, struct hook_error *err)
 {
     struct gct_sandbox sb = {
-        .exe_fd = exe_fd, .mntns_fd = -1, .root_path = rootfs, .argv = argv, .scratch_fd = -1,
+        .exe_fd = exe_fd, .mntns_fd = -1, .root_path = rootfs, .argv = argv,
         .limits = { GCT_LDCONFIG_CPU_SECONDS, GCT_LDCONFIG_ADDRESS_SPACE, GCT_LDCONFIG_OPEN_FILES,
                     GCT_LDCONFIG_FILE_SIZE },
         .timeout_ms = GCT_LDCONFIG_TIMEOUT_MS,

@@ -27,4 +27,22 @@ int gct_read_bounded(int fd, size_t max, char **data, size_t *len);
 /* close() that keeps errno, for cleanup on error paths. */
 void gct_close_keep_errno(int fd);
 
+/* mounts.c: a new tmpfs ("key=value,..." options) with GCT_ATTR_* bits, detached: returns its mount fd */
+int gct_new_tmpfs(const char *options, unsigned int attr_set);
+
+/* file_replace.c: name in dirfd holding data (len bytes, mode exactly) as a file of ours: written under
+ * a temporary name (O_EXCL; fsync'd first when sync) and renamed over name, so a symlink, a hard link
+ * or a FIFO there is replaced, never written through; EISDIR for a directory. A file that already is
+ * exactly that (regular, our uid and gid, that mode, one link, the same bytes) is left alone. */
+int gct_replace_file(int dirfd, const char *name, const char *data, unsigned long len, unsigned int mode, int sync);
+
+/* sandbox_exec.c: gct_sandbox_exec with a way to hand a file back: scratch_fd, a detached mount
+ * (gct_new_tmpfs), is put over the root's /proc (a directory, no symlink) in the child's copy instead
+ * of the empty tmpfs, where the program may write what the caller reads after it; -1: none (a procfs
+ * there is hidden all the same). Only gct_update_ld_cache uses it. */
+struct gct_sandbox;
+struct gct_sandbox_result;
+int gct_sandbox_run(const struct gct_sandbox *sb, int scratch_fd, char *output, unsigned long output_size,
+                    struct gct_sandbox_result *res);
+
 #endif

@@ -1,5 +1,5 @@
 /* A container's /etc/ld.so.cache rebuilt by the host's ldconfig through the one sandboxed runner
- * (gct_sandbox_exec), for nvidia-cdi-hook and the prestart hook alike.
+ * (gct_sandbox_run), for nvidia-cdi-hook and the prestart hook alike.
  *
  * ldconfig rewrites and fsyncs its cache on every run, changed or not, and a restarted container
  * reuses its rootfs: so when the root has a /proc directory (runtimes make one) ldconfig writes the
@@ -99,7 +99,7 @@ int gct_update_ld_cache(int rootfd, const struct gct_sandbox *sb, char *output, 
 {
     struct gct_sandbox run = *sb;
     size_t argc = 0, n = 1;
-    int rc, saved;
+    int scratch, rc, saved;
 
     memset(res, 0, sizeof(*res));
     while (sb->argv != NULL && sb->argv[argc] != NULL)
@@ -112,18 +112,18 @@ int gct_update_ld_cache(int rootfd, const struct gct_sandbox *sb, char *output, 
     if (run.argv == NULL)
         return -1;
     run.argv[0] = sb->argv[0];
-    run.scratch_fd = open_scratch(rootfd);
-    if (run.scratch_fd >= 0) {
+    scratch = open_scratch(rootfd);
+    if (scratch >= 0) {
         run.argv[n++] = "-C";
         run.argv[n++] = SCRATCH_CACHE;
     }
     memcpy(run.argv + n, sb->argv + 1, (argc - 1) * sizeof(*run.argv));
-    rc = gct_sandbox_exec(&run, output, output_size, res);
-    if (rc == 0 && run.scratch_fd >= 0 && WIFEXITED(res->status) && WEXITSTATUS(res->status) == 0)
-        rc = install_cache(rootfd, run.scratch_fd, res);
+    rc = gct_sandbox_run(&run, scratch, output, output_size, res);
+    if (rc == 0 && scratch >= 0 && WIFEXITED(res->status) && WEXITSTATUS(res->status) == 0)
+        rc = install_cache(rootfd, scratch, res);
     saved = errno;
-    if (run.scratch_fd >= 0)
-        close(run.scratch_fd);
+    if (scratch >= 0)
+        close(scratch);
     free(run.argv);
     errno = saved;
     return rc;

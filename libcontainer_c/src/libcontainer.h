@@ -38,9 +38,8 @@ int gct_attach_tree(int rootfd, int treefd, int targetfd);
 int gct_bind_tree(int rootfd, int treefd, int targetfd, unsigned int attr_set, unsigned int attr_clr);
 /* lazily unmounts the mount whose root mountfd holds (e.g. a tree fd after attaching it) */
 int gct_umount_fd(int mountfd);
-/* a new tmpfs ("key=value,..." options) with GCT_ATTR_* bits, detached: returns its mount fd */
-int gct_new_tmpfs(const char *options, unsigned int attr_set);
-/* the same, attached on the target; returns its mount fd */
+/* a new tmpfs ("key=value,..." options) with GCT_ATTR_* bits attached on the target; returns its
+ * mount fd */
 int gct_mount_tmpfs(int rootfd, int targetfd, const char *options, unsigned int attr_set);
 
 /* file_over.c: a new file holding data (len bytes, mode 0444) mounted ro,nosuid,nodev,noexec over the
@@ -131,9 +130,6 @@ struct gct_sandbox {
     char **argv;             /* NULL-terminated; the environment is always empty */
     struct gct_limits limits;
     int timeout_ms;          /* wall-clock limit; the child is killed after it */
-    int scratch_fd;          /* a detached mount (gct_new_tmpfs) put over the root's /proc (a directory,
-                                no symlink) in the child's copy, where the program may write what the
-                                caller reads after it; -1: none (a procfs there is hidden all the same) */
 };
 struct gct_sandbox_result {
     int status;                   /* waitpid() status of the child */
@@ -183,24 +179,18 @@ enum {
 };
 
 /* ld_cache.c: the root's /etc/ld.so.cache rebuilt by the host's ldconfig (sb: exe_fd from
- * gct_open_static_executable, argv "ldconfig" [options] folders..., the GCT_LDCONFIG_* limits; its
- * scratch_fd is ignored). rootfd is the same root as sb->root_path in sb->mntns_fd, as that namespace
- * sees it (a caller outside it: the path resolved inside /proc/<pid>/root), so the cache goes where
- * ldconfig looked. When the root has a /proc directory, ldconfig writes the cache ("-C" after argv[0])
+ * gct_open_static_executable, argv "ldconfig" [options] folders..., the GCT_LDCONFIG_* limits). rootfd
+ * is the same root as sb->root_path in sb->mntns_fd, as that namespace sees it (a caller outside it:
+ * the path resolved inside /proc/<pid>/root), so the cache goes where ldconfig looked. When the root
+ * has a /proc directory, ldconfig writes the cache ("-C" after argv[0])
  * on a scratch tmpfs there, and a cache that differs from the root's /etc/ld.so.cache is put there
- * with gct_replace_file: an identical one is left as it is (same inode, not written). Without one,
+ * (a fresh file, fsync'd, renamed into place): an identical one is left as it is (same inode, not written). Without one,
  * ldconfig writes it itself. Returns 0 when ldconfig ran (look at res->status: the cache is installed
  * only after exit status 0), -1 with errno on a setup failure (res->stage), ETIMEDOUT, or a failure
  * to read or install the cache (res->stage "read the cache it built" or "write the cache", res->path
  * the file). */
 int gct_update_ld_cache(int rootfd, const struct gct_sandbox *sb, char *output, unsigned long output_size,
                         struct gct_sandbox_result *res);
-
-/* file_replace.c: name in dirfd holding data (len bytes, mode exactly) as a file of ours: written under
- * a temporary name (O_EXCL; fsync'd first when sync) and renamed over name, so a symlink, a hard link
- * or a FIFO there is replaced, never written through; EISDIR for a directory. A file that already is
- * exactly that (regular, our uid and gid, that mode, one link, the same bytes) is left alone. */
-int gct_replace_file(int dirfd, const char *name, const char *data, unsigned long len, unsigned int mode, int sync);
 
 /* ld_so_conf.c: lists folders (absolute, no newline: EINVAL) one a line in the root's
  * /etc/ld.so.conf.d/00-nvidia-cdi-hook.conf, so that an ldconfig the container runs later keeps

@@ -2,9 +2,9 @@
  * from its fd inside a container's rootfs. The child optionally joins the container's mount
  * namespace, takes a private copy of it, covers the rootfs with a nodev,nosuid,noexec copy of
  * itself, hides a procfs mounted in it (its /proc/<pid>/root magic links lead out of any chroot)
- * under an empty tmpfs or under the caller's scratch tmpfs (the program's way to hand back a file),
- * chroots into it, sets resource limits, drops every capability, sets no_new_privs and execs with an
- * empty environment. The caller gets the wait status and what the program wrote to stdout/stderr, or
+ * under an empty tmpfs or under gct_update_ld_cache's scratch tmpfs (gct_sandbox_run: the program's
+ * way to hand back a file), chroots into it, sets resource limits, drops every capability, sets
+ * no_new_privs and execs with an empty environment. The caller gets the wait status and what the program wrote to stdout/stderr, or
  * the setup stage that failed with its errno. */
 #include <errno.h>
 #include <fcntl.h>
@@ -112,7 +112,7 @@ static int redirect_stdio(int outfd)
     return 0;
 }
 
-static void child_main(const struct gct_sandbox *sb, int outfd, int statusfd)
+static void child_main(const struct gct_sandbox *sb, int scratch_fd, int outfd, int statusfd)
 {
     char *const empty_env[] = { NULL };
     int rootfd;
@@ -127,9 +127,9 @@ static void child_main(const struct gct_sandbox *sb, int outfd, int statusfd)
     rootfd = open_restricted_root(sb->root_path);
     if (rootfd < 0)
         report(statusfd, "open root");
-    if (sb->scratch_fd >= 0 && attach_scratch(rootfd, sb->scratch_fd) < 0)
+    if (scratch_fd >= 0 && attach_scratch(rootfd, scratch_fd) < 0)
         report(statusfd, "scratch mount");
-    if (sb->scratch_fd < 0 && hide_procfs(rootfd) < 0)
+    if (scratch_fd < 0 && hide_procfs(rootfd) < 0)
         report(statusfd, "hide procfs");
     if (fchdir(rootfd) < 0 || chroot(".") < 0 || chdir("/") < 0)
         report(statusfd, "chroot");
@@ -196,8 +196,8 @@ static int collect(int outfd, int statusfd, char *out, unsigned long size,
     return 0;
 }
 
-int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long output_size,
-                     struct gct_sandbox_result *res)
+int gct_sandbox_run(const struct gct_sandbox *sb, int scratch_fd, char *output, unsigned long output_size,
+                    struct gct_sandbox_result *res)
 {
     int outpipe[2], statuspipe[2];
     pid_t pid;
@@ -212,7 +212,7 @@ int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long o
     }
     pid = fork();
     if (pid == 0)
-        child_main(sb, outpipe[1], statuspipe[1]);
+        child_main(sb, scratch_fd, outpipe[1], statuspipe[1]);
     close(outpipe[1]);
     close(statuspipe[1]);
     if (pid > 0 && collect(outpipe[0], statuspipe[0], output, output_size, res,
@@ -237,4 +237,10 @@ int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long o
         return -1;
     }
     return 0;
+}
+
+int gct_sandbox_exec(const struct gct_sandbox *sb, char *output, unsigned long output_size,
+                     struct gct_sandbox_result *res)
+{
+    return gct_sandbox_run(sb, -1, output, output_size, res);
 }

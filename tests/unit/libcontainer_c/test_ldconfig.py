@@ -255,3 +255,16 @@ def test_the_compat_folder_is_decided_as_nvidia_cdi_hook_decides(tmp_path, host_
     with Rootfs(str(tmp_path)) as root:
         folder = cuda_compat_folder(root, host_version, warnings.append)
     assert folder == ("/usr/local/cuda/compat" if compat_first else None) and warnings == []
+
+
+def test_python_sees_only_the_public_api_of_the_sandbox():
+    """The scratch mount over /proc is gct_update_ld_cache's own (gct_sandbox_run, src/internal.h), and
+    gct_new_tmpfs and gct_replace_file are C-only helpers: none is in the cffi cdef. A public
+    scratch_fd field was 0 in every struct ffi.new made: fd 0 for a caller of gct_sandbox_exec."""
+    from libcontainer_c._native import ffi, lib
+
+    fields = [name for name, _ in ffi.typeof("struct gct_sandbox").fields]
+    assert fields == ["exe_fd", "mntns_fd", "root_path", "argv", "limits", "timeout_ms"]
+    for name in ("gct_sandbox_run", "gct_new_tmpfs", "gct_replace_file"):
+        assert not hasattr(lib, name), name
+    assert hasattr(lib, "gct_sandbox_exec") and hasattr(lib, "gct_update_ld_cache")
