@@ -42,6 +42,10 @@ int gct_replace_file(int dirfd, const char *name, const char *data, unsigned lon
  * there is hidden all the same). Only gct_update_ld_cache uses it. */
 struct gct_sandbox;
 struct gct_sandbox_result;
+/* the root's /proc as the sandbox goes by it (for its scratch mount and for a procfs to hide): a
+ * directory named proc right in the root, not a symlink. Returns an O_PATH fd of it, or -1 with
+ * errno (ENOENT: none, ELOOP: a symlink, ENOTDIR: anything else). */
+int gct_sandbox_proc_dir(int rootfd);
 int gct_sandbox_run(const struct gct_sandbox *sb, int scratch_fd, char *output, unsigned long output_size,
                     struct gct_sandbox_result *res);
 

@@ -21,20 +21,20 @@
 #include "internal.h"
 #include "libcontainer.h"
 
-#define SCRATCH_DIR "proc"                /* in the root: where the sandbox puts the scratch tmpfs */
 #define CACHE_NAME "ld.so.cache"
 #define CACHE_PATH "/etc/" CACHE_NAME
-#define SCRATCH_CACHE "/" SCRATCH_DIR "/" CACHE_NAME   /* ldconfig -C, in the sandbox */
+#define SCRATCH_CACHE "/proc/" CACHE_NAME   /* ldconfig -C, in the sandbox: the scratch tmpfs is its /proc */
 
-/* A tmpfs for ldconfig to write its cache on when the root has a /proc directory (not a symlink) to
- * put it on, else -1. */
+/* A tmpfs for ldconfig to write its cache on when the root has a /proc directory to put it on (the
+ * sandbox's rule, gct_sandbox_proc_dir), else -1. */
 static int open_scratch(int rootfd)
 {
     char options[64];
-    struct stat st;
+    int proc = gct_sandbox_proc_dir(rootfd);
 
-    if (fstatat(rootfd, SCRATCH_DIR, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+    if (proc < 0)
         return -1;
+    close(proc);
     /* a fresh tmpfs: ldconfig's "<cache>~" is renamed to a name that is not there yet, so one file of
      * the sandbox's file size limit at a time */
     snprintf(options, sizeof(options), "size=%lu,nr_inodes=8,mode=0755", (unsigned long)GCT_LDCONFIG_FILE_SIZE);

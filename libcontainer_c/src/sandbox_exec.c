@@ -44,11 +44,16 @@ static void report(int fd, const char *stage)
     _exit(127);
 }
 
-/* The caller's scratch tmpfs over <root>/proc, which must be a directory (no symlink on the way): a
- * procfs there is covered as well. */
+int gct_sandbox_proc_dir(int rootfd)
+{
+    return gct_openat2_in_root(rootfd, "proc", O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
+}
+
+/* The caller's scratch tmpfs over <root>/proc (gct_sandbox_proc_dir): a procfs there is covered as
+ * well. */
 static int attach_scratch(int rootfd, int scratch_fd)
 {
-    int fd = gct_openat2_in_root(rootfd, "proc", O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS), rc;
+    int fd = gct_sandbox_proc_dir(rootfd), rc;
 
     if (fd < 0)
         return -1;
@@ -63,7 +68,7 @@ static int hide_procfs(int rootfd)
     struct statfs sfs;
     int fd, mnt;
 
-    fd = gct_openat2_in_root(rootfd, "proc", O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
+    fd = gct_sandbox_proc_dir(rootfd);
     if (fd < 0)
         return 0;   /* no /proc directory (or a symlink): nothing mounted there to hide */
     if (fstatfs(fd, &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC) {

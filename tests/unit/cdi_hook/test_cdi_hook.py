@@ -361,18 +361,25 @@ def test_a_changed_cache_replaces_the_old_one(bundle):
 
 
 @needs_root
-@pytest.mark.parametrize("proc", ["missing", "symlink", "file"])
-def test_without_a_proc_folder_ldconfig_writes_the_cache_itself(bundle, proc):
-    """The scratch tmpfs goes on the root's /proc folder (runtimes make it): without one, as before."""
+@pytest.mark.parametrize("proc", ["missing", "symlink", "symlink to etc", "file"])
+def test_without_a_proc_folder_ldconfig_writes_the_cache_itself(bundle, library, proc):
+    """The scratch tmpfs goes on the root's /proc folder (runtimes make it): without one, as before. A
+    symlink is no folder, wherever it leads (followed to /etc, the scratch would hide the image's
+    ld.so.conf from ldconfig)."""
     root = bundle / "rootfs"
     os.rmdir(root / "proc")
-    if proc == "symlink":
-        os.symlink("tmp", root / "proc")
+    if proc.startswith("symlink"):
+        os.symlink("etc" if proc == "symlink to etc" else "tmp", root / "proc")
     elif proc == "file":
         (root / "proc").write_text("")
+    (root / "opt/image").mkdir()
+    shutil.copy(library, root / "opt/image")
+    with open(root / "etc/ld.so.conf", "a") as f:
+        f.write("/opt/image\n")
     result = run_hook(["update-ldcache", "--folder", "/opt/vendor/lib"], {"bundle": str(bundle)})
     assert (result.returncode, result.stderr) == (0, "")
-    assert "=> /opt/vendor/lib/libgctcdi.so.1" in cache_listing(root)
+    listing = cache_listing(root)
+    assert "=> /opt/vendor/lib/libgctcdi.so.1" in listing and "=> /opt/image/libgctcdi.so.1" in listing
     assert os.listdir(root / "tmp") == []
 
 
