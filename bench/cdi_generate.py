@@ -35,22 +35,26 @@ def run(runs: int) -> str:
                                                  *[f"--mig={i}={mig}" for i in range(GPUS)]], 0)
         ensure_hugetlb_on_v1()
         runc = time_lifecycles("runc lifecycle (baseline)", ["runc"], make_bundle(Path(tmp, "bundle"), ["true"]), runs)
-        commands = [
-            ("static binary start (floor)", [str(bin_dir / "nvidia-cdi-hook"), "--version"]),
-            ("python -I -S -c pass (floor)", [sys.executable, "-I", "-S", "-c", "pass"]),
-            ("python -I -S: import click (other commands)",
-             [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {site!r}); import click"]),
-            ("cdi generate 2 GPUs, yaml file",
-             [ctk, "cdi", "generate", "--driver-root", str(small), "--output", str(Path(tmp, "two.yaml"))]),
-            (f"cdi generate {GPUS} GPUs x {MIGS_PER_GPU} MIG, yaml file",
-             [ctk, "cdi", "generate", "--driver-root", str(big), "--output", str(Path(tmp, "nvidia.yaml"))]),
-            (f"cdi generate {GPUS} GPUs x {MIGS_PER_GPU} MIG, json stdout",
-             [ctk, "cdi", "generate", "--driver-root", str(big), "--format", "json"]),
-        ]
-        rows = time_rounds([(label, partial(run_timed, cmd)) for label, cmd in commands], runs)
+        # keyed, so that the summary below compares the rows it names whatever rows come and go
+        commands = {
+            "static floor": ("static binary start (floor)", [str(bin_dir / "nvidia-cdi-hook"), "--version"]),
+            "python floor": ("python -I -S -c pass (floor)", [sys.executable, "-I", "-S", "-c", "pass"]),
+            "click": ("python -I -S: import click (other commands)",
+                      [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {site!r}); import click"]),
+            "2 GPUs yaml": ("cdi generate 2 GPUs, yaml file",
+                            [ctk, "cdi", "generate", "--driver-root", str(small),
+                             "--output", str(Path(tmp, "two.yaml"))]),
+            "MIG yaml": (f"cdi generate {GPUS} GPUs x {MIGS_PER_GPU} MIG, yaml file",
+                         [ctk, "cdi", "generate", "--driver-root", str(big),
+                          "--output", str(Path(tmp, "nvidia.yaml"))]),
+            "MIG json": (f"cdi generate {GPUS} GPUs x {MIGS_PER_GPU} MIG, json stdout",
+                         [ctk, "cdi", "generate", "--driver-root", str(big), "--format", "json"]),
+        }
+        rows = time_rounds([(label, partial(run_timed, cmd)) for label, cmd in commands.values()], runs)
         text = report(f"nvidia-ctk cdi generate (goal: median < {GOAL_MS} ms for {GPUS} x {MIGS_PER_GPU} MIG)",
                       [runc, *rows], runc)
-        floor, two, eight = rows[1].median_ms, rows[3].median_ms, rows[4].median_ms
+        timed = dict(zip(commands, rows))   # time_rounds keeps the rows' order
+        floor, two, eight = (timed[key].median_ms for key in ("python floor", "2 GPUs yaml", "MIG yaml"))
         verdict = "met" if eight < GOAL_MS else "NOT met"
         return (f"{text}\ngoal {verdict}: {eight:.1f} ms for the {GPUS}-GPU YAML spec; 2 GPUs: {two:.1f} ms, "
                 f"{two - floor:.1f} ms above the interpreter's start")
