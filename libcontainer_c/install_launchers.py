@@ -157,24 +157,34 @@ def installable_programs() -> list[str]:
         sys.path.pop(0)
 
 
+def place(source: Path, folder: Path, name: str) -> None:
+    """A copy of source as folder/name, mode 0755: written under a fresh name in folder, created
+    exclusively (O_CREAT | O_EXCL: a file or a symlink planted there, or another install's temp file,
+    is never opened), and renamed over name. The temp file is removed on any failure."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as data:
+            shutil.copyfileobj(data, out)
+            os.fchmod(out.fileno(), 0o755)
+        os.replace(tmp, folder / name)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def install(bindir: Path, python: str) -> list[str]:
-    """Every program into bindir: the launcher under each name, and gct-nvml-inventory; their names."""
+    """Every program into bindir: the launcher under each name, and gct-nvml-inventory; their names.
+    Both are built in a private temporary directory and then placed (see place)."""
     bindir.mkdir(parents=True, exist_ok=True)
-    built = bindir / ".gct-launcher.tmp"
-    build_launcher(python, built)
-    names = installable_programs()
-    for name in names:
-        tmp = bindir / f".{name}.tmp"
-        shutil.copyfile(built, tmp)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, bindir / name)
-    built.unlink()
-    inventory = nvml_inventory_program()
-    tmp = bindir / f".{inventory}.tmp"
-    build_nvml_inventory(tmp)
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, bindir / inventory)
-    return [*names, inventory]
+    with tempfile.TemporaryDirectory(prefix="gct-launchers-") as build:
+        launcher, inventory = Path(build, "launcher"), Path(build, nvml_inventory_program())
+        build_launcher(python, launcher)
+        build_nvml_inventory(inventory)
+        names = installable_programs()
+        for name in names:
+            place(launcher, bindir, name)
+        place(inventory, bindir, inventory.name)
+    return [*names, inventory.name]
 
 
 def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list[str]:
@@ -182,17 +192,15 @@ def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list
     (every program but the tests' probe), and gct-nvml-inventory; version: the one being built.
     INTERPRETER_FILE comes from setup.py's scripts."""
     scripts_dir.mkdir(parents=True, exist_ok=True)
-    built = scripts_dir / ".gct-launcher.tmp"
-    build_launcher(None, built, cc, strip=True, version=version)
-    names = [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS]
-    for name in names:
-        shutil.copyfile(built, scripts_dir / name)
-        os.chmod(scripts_dir / name, 0o755)
-    built.unlink()
-    inventory = nvml_inventory_program()
-    build_nvml_inventory(scripts_dir / inventory, cc, strip=True)
-    os.chmod(scripts_dir / inventory, 0o755)
-    return [*names, inventory]
+    with tempfile.TemporaryDirectory(prefix="gct-launchers-") as build:
+        launcher, inventory = Path(build, "launcher"), Path(build, nvml_inventory_program())
+        build_launcher(None, launcher, cc, strip=True, version=version)
+        build_nvml_inventory(inventory, cc, strip=True)
+        names = [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS]
+        for name in names:
+            place(launcher, scripts_dir, name)
+        place(inventory, scripts_dir, inventory.name)
+    return [*names, inventory.name]
 
 
 def main(argv: list[str] | None = None) -> int:

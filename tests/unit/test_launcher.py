@@ -3,6 +3,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,35 @@ def test_nvidia_cdi_hook_runs_without_python(tmp_path):
     assert (done.returncode, done.stderr) == (0, "nvidia-cdi-hook: warning: ignoring unknown subcommand 'chmod'\n")
     probe = subprocess.run([str(tmp_path / PROBE)], capture_output=True, text=True, env={}, timeout=30)
     assert probe.returncode == 127 and "cannot execute /nonexistent/python3" in probe.stderr
+
+
+def test_a_file_planted_in_the_bin_dir_is_never_written_through(tmp_path):
+    """The launchers are built elsewhere and written under fresh names made with O_EXCL: symlinks at
+    the temp names an install used to write (".gct-launcher.tmp", ".<program>.tmp") are left alone,
+    the file they lead to is not written, and every program is a regular file of its own."""
+    bindir, victim = tmp_path / "bin", tmp_path / "victim"
+    bindir.mkdir()
+    victim.write_text("keep")
+    planted = [".gct-launcher.tmp", ".nvidia-ctk.tmp", ".nvidia-cdi-hook.tmp", f".{NVML_INVENTORY_PROGRAM}.tmp"]
+    for name in planted:
+        os.symlink(victim, bindir / name)
+    names = install_launchers.install(bindir, sys.executable)
+    assert victim.read_bytes() == b"keep"
+    assert sorted(p.name for p in bindir.iterdir()) == sorted([*names, *planted])
+    assert all(os.readlink(bindir / name) == str(victim) for name in planted)
+    for name in names:
+        st = os.lstat(bindir / name)
+        assert stat.S_ISREG(st.st_mode) and st.st_mode & 0o777 == 0o755 and st.st_nlink == 1, name
+    done = subprocess.run([str(bindir / "nvidia-cdi-hook"), "--help"], capture_output=True, env={}, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_failed_install_leaves_no_temp_file(tmp_path):
+    bindir = tmp_path / "bin"
+    (bindir / "nvidia-ctk" / "in-the-way").mkdir(parents=True)   # os.replace cannot put a file there
+    with pytest.raises(IsADirectoryError):
+        install_launchers.install(bindir, sys.executable)
+    assert not [p.name for p in bindir.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_c_string_escapes_everything_unusual():
