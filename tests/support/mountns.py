@@ -4,7 +4,7 @@
   namespace; whatever it mounts dies with the child, even when an assertion fails half-way. The
   child's return value or exception comes back to the parent (pickled) and is returned or re-raised.
 - `process_in_mount_ns()`: a stand-in container, a `sleep` in its own mount namespace (optionally with
-  a procfs mounted inside), killed on exit.
+  a procfs and bind mounts made inside), killed on exit.
 - snapshots to compare before/after: `mountinfo_lines`, `mounts_under`, `tree_listing`.
 """
 import contextlib
@@ -62,9 +62,11 @@ def run_in_private_mount_ns(func, *args, **kwargs):
 
 
 @contextlib.contextmanager
-def process_in_mount_ns(propagation: str = "private", proc_at=None):
+def process_in_mount_ns(propagation: str = "private", proc_at=None, binds=()):
     """Yield the pid of `unshare -m --propagation PROPAGATION sleep 120`, once it is in its own mount
-    namespace; with proc_at, a procfs is mounted there inside that namespace. Killed on exit."""
+    namespace; with proc_at, a procfs is mounted there inside that namespace, and each (source, target)
+    of binds is bind-mounted there (a container's init whose namespace has what the caller's does not:
+    the runtime's mounts, a volume). Killed on exit."""
     proc = subprocess.Popen(["unshare", "-m", "--propagation", propagation, "sleep", "120"])
     try:
         # wait until the process is in its own namespace (unshare has exec'd sleep)
@@ -74,6 +76,9 @@ def process_in_mount_ns(propagation: str = "private", proc_at=None):
             subprocess.run(["sleep", "0.01"])
         if proc_at is not None:
             subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc", str(proc_at)],
+                           check=True)
+        for source, target in binds:
+            subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "--bind", str(source), str(target)],
                            check=True)
         yield proc.pid
     finally:

@@ -17,23 +17,15 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.rootfs import make_rootfs
-from tests.unit.cdi_hook.test_cdi_hook import HOOK, PARAMS, cache_listing, error_line, needs_root, run_hook, \
-    write_bundle
+from tests.support.mountns import process_in_mount_ns
+from tests.unit.cdi_hook.test_cdi_hook import (HOOK, PARAMS, cache_listing, error_line, library,  # noqa: F401
+                                               needs_root, run_hook, write_bundle)         # (library: a fixture)
 
 LIBRARY_DIR = "/opt/vendor/lib"
 LIBRARY = "libgctcdi.so.550.54.15"
 PARAMS_PATH = "proc/driver/nvidia/params"
 ARGS = ["create-symlinks", "--link", f"{LIBRARY}::{LIBRARY_DIR}/libgctcdi.so.1",
         "update-ldcache", "--folder", LIBRARY_DIR]
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    out = tmp_path_factory.mktemp("lib")
-    (out / "l.c").write_text("int gct_cdi_probe(void) { return 7; }\n")
-    lib = out / LIBRARY
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libgctcdi.so.1", "-o", lib, out / "l.c"], check=True)
-    return lib
 
 
 @pytest.fixture
@@ -55,16 +47,8 @@ def bundle(tmp_path):
 def container_init(bundle, library):
     """A process standing in for the container's init: its own private mount namespace with the library
     mounted on the placeholder; it waits until the test ends."""
-    placeholder = bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY
-    init = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                             f"mount --bind '{library}' '{placeholder}' && echo ready && exec sleep 300"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert init.stdout.readline() == "ready\n"
-        yield init.pid
-    finally:
-        init.kill()
-        init.wait()
+    with process_in_mount_ns(binds=[(library, bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY)]) as pid:
+        yield pid
 
 
 def state(bundle: Path, pid: int, status: str = "creating") -> dict:

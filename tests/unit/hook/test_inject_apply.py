@@ -11,7 +11,6 @@ import pytest
 
 from cdi.selection import Selection
 from hook.inject import InjectionError, Target, inject, plan_injection
-from tests.e2e.rootfs import make_rootfs
 from tests.support.mountns import run_in_private_mount_ns
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -27,11 +26,6 @@ def mounts_under(root) -> dict[str, str]:
             if fields[4].startswith(str(root) + "/"):
                 found[fields[4][len(str(root)):]] = fields[5]
     return found
-
-
-@pytest.fixture
-def rootfs(tmp_path):
-    return make_rootfs(tmp_path / "rootfs", glibc=True)
 
 
 def _apply(plan, root, warnings):

@@ -11,17 +11,11 @@ import pytest
 
 from cdi.selection import Selection
 from hook.inject import Target, inject, plan_injection
-from tests.e2e.rootfs import make_rootfs
+from tests.unit.hook.conftest import needs_root_and_ldconfig
 from tests.support.mountns import run_in_private_mount_ns
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/sbin/ldconfig"),
-                                reason="mounts need root, and the host's ldconfig")
-
-
-@pytest.fixture
-def rootfs(tmp_path):
-    return make_rootfs(tmp_path / "rootfs", glibc=True)
+pytestmark = needs_root_and_ldconfig
 
 
 def build_library(path, soname: str) -> None:

@@ -20,17 +20,11 @@ from hook.inject import Target, inject, plan_injection
 from libcontainer_c.errors import ContainerFsError
 from libcontainer_c.ldconfig import LD_SO_CONF_PATH, run_ldconfig
 from libcontainer_c.rootfs import Rootfs
-from tests.e2e.rootfs import make_rootfs
-from tests.support.mountns import tree_listing
+from tests.unit.hook.conftest import needs_root_and_ldconfig
+from tests.support.mountns import process_in_mount_ns, tree_listing
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/sbin/ldconfig"),
-                                reason="mounts need root, and the host's ldconfig")
-
-
-@pytest.fixture
-def rootfs(tmp_path):
-    return make_rootfs(tmp_path / "rootfs", glibc=True)
+pytestmark = needs_root_and_ldconfig
 
 
 @pytest.fixture
@@ -44,15 +38,8 @@ def volume(tmp_path, rootfs):
 @pytest.fixture
 def container_init(rootfs, volume):
     """The container's init: its own private mount namespace with the volume over <rootfs>/etc."""
-    init = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                             f"mount --bind '{volume}' '{rootfs}/etc' && echo ready && exec sleep 300"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert init.stdout.readline() == "ready\n"
-        yield init.pid
-    finally:
-        init.kill()
-        init.wait()
+    with process_in_mount_ns(binds=[(volume, rootfs / "etc")]) as pid:
+        yield pid
 
 
 def listed(etc) -> str:
