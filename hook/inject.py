@@ -281,15 +281,16 @@ def inject(plan: InjectionPlan, target: Target, warn=None) -> Injected:
 
 def _links_to_make(links, target: Target, warn):
     """Links whose place in the image is free or already a link. A regular file or directory the
-    image has there is kept (its own library), with a warning; the check runs on the host's view of
-    the rootfs, and the batch re-checks it in the container (EEXIST fails the injection)."""
+    image has there is kept (its own library), with a warning; the check runs on the container's view
+    of the rootfs (Rootfs(rootfs, pid): a volume over a library folder is what the container has
+    there), and the batch re-checks it in the container (EEXIST fails the injection)."""
     from libcontainer_c.errors import ContainerFsError
     from libcontainer_c.rootfs import Rootfs
 
     if not links:
         return [], []
     try:
-        root = Rootfs(target.rootfs)
+        root = Rootfs(target.rootfs, target.pid)
     except ContainerFsError as e:
         raise InjectionError(f"cannot open the container's root: {e.strerror}", target.rootfs) from None
     keep, skipped = [], []

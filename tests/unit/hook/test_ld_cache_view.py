@@ -98,3 +98,23 @@ def test_a_root_of_the_containers_view_resolves_inside_its_root(rootfs, volume, 
     with pytest.raises(ContainerFsError) as info:
         Rootfs(rootfs, pid=gone.pid)
     assert info.value.errno == 2 and f"/proc/{gone.pid}/root" in str(info.value)
+
+
+def test_the_images_own_file_at_a_link_is_judged_in_the_containers_view(sim_host, rootfs, tmp_path):
+    """A volume over the library folder holding the image's own libcuda.so: the prestart hook sees it
+    where the container does, keeps it with a warning and injects the rest (judged in the host's view,
+    where the folder under the volume has no such file, the link was planned and the batch, which
+    works in the container's namespace, failed the injection on it)."""
+    host, inventory = sim_host
+    libs = tmp_path / "lib-volume"
+    shutil.copytree(rootfs / LIBDIR.lstrip("/"), libs, symlinks=True)
+    (libs / "libcuda.so").write_text("the image's own")
+    plan = plan_injection(host, inventory, Selection(gpus=(inventory.gpus[0],)), {"compute", "utility"})
+    warnings = []
+    with process_in_mount_ns(binds=[(libs, rootfs / LIBDIR.lstrip("/"))]) as pid:
+        inject(plan, Target(str(rootfs), pid, cgroups=False), warn=warnings.append)
+        in_container = f"/proc/{pid}/root{rootfs}{LIBDIR}"
+        assert open(f"{in_container}/libcuda.so").read() == "the image's own"
+        assert os.readlink(f"{in_container}/libcuda.so.1") == "libcuda.so.550.54.15"
+    assert any("libcuda.so" in w and "its own file" in w for w in warnings), warnings
+    assert not (rootfs / LIBDIR.lstrip("/") / "libcuda.so").exists()   # nothing under the volume
