@@ -228,8 +228,8 @@ def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | No
 
     try:
         root = Rootfs(rootfs, pid)
-    except ContainerFsError as e:
-        raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
+    except ContainerFsError as e:   # e.filename: the rootfs, or /proc/<pid>/root[/rootfs] with a pid
+        raise HookError(f"cannot open the container's root: {e.strerror}", e.filename) from None
     with root:
         try:
             has_etc = root.exists("/etc")

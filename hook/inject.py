@@ -292,7 +292,8 @@ def _links_to_make(links, target: Target, warn):
     try:
         root = Rootfs(target.rootfs, target.pid)
     except ContainerFsError as e:
-        raise InjectionError(f"cannot open the container's root: {e.strerror}", target.rootfs) from None
+        # e.filename: the rootfs, or /proc/<pid>/root[/rootfs] (the container's view) with a pid
+        raise InjectionError(f"cannot open the container's root: {e.strerror}", e.filename) from None
     keep, skipped = [], []
     with root:
         for link_target, link in links:

@@ -97,9 +97,10 @@ kill $SPID
     # no process to find a cgroup from (LXC's mount hook passes --no-cgroups)
     ("", "nvidia-container-cli: error: device cgroups need the container's process: pass --pid, or "
          "--no-cgroups when the caller manages the cgroup (configure)"),
-    # a container in a namespace this user namespace does not own: setns is refused, nothing is mounted
-    ("--no-cgroups --pid=1", "nvidia-container-cli: error: cannot enter the container (open mount namespace): "
-                             "Permission denied (/proc/1/ns/mnt)"),
+    # a container in a namespace this user namespace does not own: its root (the container's view of
+    # the rootfs, where the links are judged) cannot be opened, nothing is mounted
+    ("--no-cgroups --pid=1", "nvidia-container-cli: error: cannot open the container's root: "
+                             "Permission denied (/proc/1/root)"),
 ])
 def test_user_fails_clearly_on_what_it_cannot(userns_host, flags, message):
     host, rootfs = userns_host
