@@ -4,18 +4,20 @@
 as our launcher runs it (python -I -S); and, for scale, that interpreter importing click, which every
 nvidia-ctk command but a plain `cdi generate` pays (ctk.fast_path).
 
-The rows are timed in rounds (bench.harness.time_rounds), each round running every row once and
-starting one row later than the round before, so that a burst of load from elsewhere hits all rows
-alike; the medians are over the rounds."""
+The rows, runc's lifecycle (the baseline of the ratios) among them, are timed in rounds
+(bench.harness.time_rounds), each round running every row once and starting one row later than the
+round before, so that a burst of load from elsewhere hits all rows alike; the medians are over the
+rounds."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import sysconfig
 import tempfile
 from functools import partial
 from pathlib import Path
 
-from bench.harness import report, run_timed, time_command, time_lifecycles, time_rounds
+from bench.harness import lifecycle_row, report, run_timed, time_rounds
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 
@@ -30,11 +32,12 @@ def run(runs: int) -> str:
     with tempfile.TemporaryDirectory(prefix="bench-cdigen-") as tmp:
         small, big = Path(tmp, "host2"), Path(tmp, "host8")
         mig = ",".join(["1g.5gb"] * MIGS_PER_GPU)
-        time_command("(setup) simulate create", [ctk, "simulate", "create", str(small), "--gpus", "2"], 0)
-        time_command("(setup) simulate create", [ctk, "simulate", "create", str(big), "--gpus", str(GPUS),
-                                                 *[f"--mig={i}={mig}" for i in range(GPUS)]], 0)
+        subprocess.run([ctk, "simulate", "create", str(small), "--gpus", "2"], check=True, capture_output=True)
+        subprocess.run([ctk, "simulate", "create", str(big), "--gpus", str(GPUS),
+                        *[f"--mig={i}={mig}" for i in range(GPUS)]], check=True, capture_output=True)
         ensure_hugetlb_on_v1()
-        runc = time_lifecycles("runc lifecycle (baseline)", ["runc"], make_bundle(Path(tmp, "bundle"), ["true"]), runs)
+        runc_row = lifecycle_row("runc lifecycle (baseline)", ["runc"], make_bundle(Path(tmp, "bundle"), ["true"]),
+                                 Path(tmp, "state"))
         # keyed, so that the summary below compares the rows it names whatever rows come and go
         commands = {
             "static floor": ("static binary start (floor)", [str(bin_dir / "nvidia-cdi-hook"), "--version"]),
@@ -50,7 +53,8 @@ def run(runs: int) -> str:
             "MIG json": (f"cdi generate {GPUS} GPUs x {MIGS_PER_GPU} MIG, json stdout",
                          [ctk, "cdi", "generate", "--driver-root", str(big), "--format", "json"]),
         }
-        rows = time_rounds([(label, partial(run_timed, cmd)) for label, cmd in commands.values()], runs)
+        runc, *rows = time_rounds([runc_row, *[(label, partial(run_timed, cmd)) for label, cmd in commands.values()]],
+                                  runs)
         text = report(f"nvidia-ctk cdi generate (goal: median < {GOAL_MS} ms for {GPUS} x {MIGS_PER_GPU} MIG)",
                       [runc, *rows], runc)
         timed = dict(zip(commands, rows))   # time_rounds keeps the rows' order

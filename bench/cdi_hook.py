@@ -4,18 +4,21 @@ whole entry (with the CUDA compat check and the ldconfig), on a busybox + glibc 
 stand-in has /proc/driver/nvidia/params and which holds copies of the spec's driver libraries where
 the runtime would bind-mount them (the links lead to files, as in a container: ldconfig removes a
 dangling `*.so.*` link). Each run is `unshare -m` (the params mount stays in a namespace of its own)
-of `sh -c 'exec HOOK ... < state.json'`; the floor is the same with `true`. The rootfs is reused from
-run to run, as a restarted container's is: after the first run the links, the ld.so.conf.d drop-in
-and the cache are already right."""
+of `sh -c 'exec HOOK ... < state.json'`; the floor is the same with `true`. The rows are taken
+round-robin (bench.harness.time_rounds: each row once per round, the starting row rotated each round,
+after an untimed round). The rootfs is reused from run to run, as a restarted container's is: after the
+first run the links, the ld.so.conf.d drop-in and the cache are already right."""
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
-from bench.harness import report, time_command
+from bench.harness import report, run_timed, time_rounds
 from tests.e2e.rootfs import make_rootfs
 
 SUBCOMMANDS = ("create-symlinks", "update-ldcache", "enable-cuda-compat", "disable-device-node-modification")
@@ -37,10 +40,10 @@ def run(runs: int) -> str:
     ctk, hook = str(bin_dir / "nvidia-ctk"), str(bin_dir / "nvidia-cdi-hook")
     with tempfile.TemporaryDirectory(prefix="bench-cdihook-") as tmp:
         host, bundle = Path(tmp, "host"), Path(tmp, "bundle")
-        time_command("(setup) simulate create", [ctk, "simulate", "create", str(host), "--gpus", "2"], 0)
+        subprocess.run([ctk, "simulate", "create", str(host), "--gpus", "2"], check=True, capture_output=True)
         spec = Path(tmp, "nvidia.json")
-        time_command("(setup) cdi generate", [ctk, "cdi", "generate", "--driver-root", str(host),
-                                              "--output", str(spec), "--nvidia-cdi-hook-path", hook], 0)
+        subprocess.run([ctk, "cdi", "generate", "--driver-root", str(host), "--output", str(spec),
+                        "--nvidia-cdi-hook-path", hook], check=True, capture_output=True)
         edits = json.loads(spec.read_text())["containerEdits"]
         (entry,) = edits["hooks"]
         args = entry["args"][1:]
@@ -61,13 +64,12 @@ def run(runs: int) -> str:
             quoted = " ".join("'" + a.replace("'", "'\\''") + "'" for a in argv)
             return ["unshare", "-m", "--propagation", "private", "sh", "-c", f"exec {quoted} < '{state}'"]
 
-        floor = time_command("unshare -m sh -c 'exec true' (floor)", in_namespace(["true"]), runs)
-        rows = [
-            floor,
-            time_command("hook: links", in_namespace([hook, *_steps(args, {"create-symlinks"})]), runs),
-            time_command("hook: links, params",
-                         in_namespace([hook, *_steps(args, {"create-symlinks", "disable-device-node-modification"})]),
-                         runs),
-            time_command("hook: the spec's whole entry (with ldconfig)", in_namespace([hook, *args]), runs),
+        commands = [
+            ("unshare -m sh -c 'exec true' (floor)", ["true"]),
+            ("hook: links", [hook, *_steps(args, {"create-symlinks"})]),
+            ("hook: links, params", [hook, *_steps(args, {"create-symlinks", "disable-device-node-modification"})]),
+            ("hook: the spec's whole entry (with ldconfig)", [hook, *args]),
         ]
+        rows = time_rounds([(label, partial(run_timed, in_namespace(argv))) for label, argv in commands], runs)
+        floor = rows[0]
         return report(f"nvidia-cdi-hook, {len(args)} arguments of the generated spec's one entry", rows, floor)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.fresh_host import FreshHost, machine_state, packaged_config, runtime_env, traces
-from bench.harness import Timings, time_rounds, wait_until_settled
+from bench.harness import Timings, report, time_rounds, wait_until_settled
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 
@@ -120,13 +119,6 @@ def _prepare(hosts: dict[str, FreshHost], rows: dict[str, Row], workdir: Path) -
     (workdir / "edited-config.json").write_text(json.dumps(auto))
 
 
-def _paired(row: Timings, baseline: Timings) -> str:
-    """A load burst hits the rows of one round alike: their ratio to that round's runc drifts less."""
-    if row is baseline:
-        return ""
-    return f", paired {statistics.median(r / b for r, b in zip(row.samples, baseline.samples)):5.2f}x"
-
-
 def _verdict(row: Timings, baseline: Timings, goal: float) -> str:
     ratio = row.median_ms / baseline.median_ms
     return f"{row.label}: {ratio:.2f}x plain runc (goal <= {goal:.1f}x) {'OK' if ratio <= goal else 'OVER'}"
@@ -155,9 +147,9 @@ def run(runs: int, env_rows: bool = False) -> str:
         raise RuntimeError(f"changed during the run (a mount of the bench's namespaces leaked, or another "
                            f"program wrote there meanwhile): before {before}, after {after}")
     baseline = timings["runc"]
-    lines = ["== GPU container lifecycles as on a fresh install (create/start/wait/delete), busybox `true`, "
-             "rows round-robin; paired: the median of each round's ratio to that round's runc"]
-    lines += [timings[row.key].line(baseline) + _paired(timings[row.key], baseline) for row in rows]
+    lines = [report("GPU container lifecycles as on a fresh install (create/start/wait/delete), busybox `true`, "
+                    "rows round-robin; paired: the median of each round's ratio to that round's runc",
+                    [timings[row.key] for row in rows], baseline, with_paired=True)]
     lines += [_verdict(timings[key], baseline, goal) for key, goal in GOALS.items()]
     lines.append(f"machine left as found: the {len(traces())} fresh-install paths (config, spec, caches and "
                  "their dirs) as before the run, no mount left")

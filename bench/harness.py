@@ -5,6 +5,7 @@ init process itself after `start` without polling `runtime state`.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -19,8 +20,9 @@ from typing import Callable
 from cdi.config_cache import RECENT_NS
 
 
+@functools.cache
 def set_child_subreaper() -> None:
-    """prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned container processes are reparented to us."""
+    """prctl(PR_SET_CHILD_SUBREAPER, 1), once per process: orphaned container processes are reparented to us."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -57,6 +59,7 @@ def _run(cmd: list[str], env: dict | None = None) -> None:
 
 def lifecycle(runtime: list[str], bundle: Path, state_root: Path, env: dict | None = None) -> float:
     """One create/start/wait/delete of the bundle through `runtime`; returns seconds."""
+    set_child_subreaper()
     cid = "bench-" + uuid.uuid4().hex[:12]
     pid_file = bundle / f"{cid}.pid"
     base = [*runtime, "--root", str(state_root)]
@@ -99,26 +102,29 @@ def wait_until_settled(newest_ns: int) -> None:
     time.sleep(max(0.0, (newest_ns + RECENT_NS - time.time_ns()) / 1e9) + 0.05)
 
 
-def time_lifecycles(label: str, runtime: list[str], bundle: Path, runs: int, env: dict | None = None,
-                    restore_config: bytes | None = None) -> Timings:
-    """Median over `runs` lifecycles after one warm-up; restores config.json before each run when given
-    (a shim rewrites it on create)."""
-    set_child_subreaper()
-    with tempfile.TemporaryDirectory(prefix="bench-state-") as state_root:
-        def once() -> float:
-            if restore_config is not None:
-                (bundle / "config.json").write_bytes(restore_config)
-            return lifecycle(runtime, bundle, Path(state_root), env)
+def lifecycle_row(label: str, runtime: list[str], bundle: Path, state_root: Path, env: dict | None = None,
+                  config: bytes | None = None) -> tuple[str, Callable[[], float]]:
+    """A row for time_rounds: one lifecycle of bundle through runtime, config.json first rewritten with
+    config when given (a shim edits it on create, and rows may share a bundle)."""
 
-        return time_rounds([(label, once)], runs)[0]
+    def once() -> float:
+        if config is not None:
+            (bundle / "config.json").write_bytes(config)
+        return lifecycle(runtime, bundle, state_root, env)
 
-
-def time_command(label: str, cmd: list[str], runs: int, env: dict | None = None) -> Timings:
-    return time_rounds([(label, lambda: run_timed(cmd, env))], runs)[0]
+    return label, once
 
 
-def report(title: str, rows: list[Timings], baseline: Timings) -> str:
-    lines = [f"== {title}"] + [row.line(baseline) for row in rows]
+def paired(row: Timings, baseline: Timings) -> str:
+    """The median of each round's ratio to that round's baseline (rows taken by time_rounds): a load
+    burst hits the rows of one round alike, so this drifts less than the ratio of the medians."""
+    if row is baseline:
+        return ""
+    return f", paired {statistics.median(r / b for r, b in zip(row.samples, baseline.samples)):5.2f}x"
+
+
+def report(title: str, rows: list[Timings], baseline: Timings, with_paired: bool = False) -> str:
+    lines = [f"== {title}"] + [row.line(baseline) + (paired(row, baseline) if with_paired else "") for row in rows]
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """The prestart hook's cost: lifecycles through the runtime shim in legacy mode (the shim adds
 nvidia-container-runtime-hook, which injects GPU 0 with compute,utility from a simulated host) against
-plain runc, in the same run; then the hook alone: its wall time and peak memory (ru_maxrss).
+plain runc, in the same run, the two rows round-robin (bench.harness.time_rounds; paired: the median of
+each round's ratio to that round's runc); then the hook alone: its wall time and peak memory (ru_maxrss).
 
 The hook's own numbers come from a separate pass in which the hook entry points at a small timing
 wrapper (this file, run as a script) that starts the real hook, waits for it with wait4() and
@@ -57,7 +58,7 @@ def _hook_stats(bundle: Path, work: Path, env: dict, runs: int) -> tuple[list[fl
 def run(runs: int) -> str:
     import time
 
-    from bench.harness import report, time_lifecycles, wait_until_settled
+    from bench.harness import lifecycle_row, report, time_rounds, wait_until_settled
     from tests.e2e.bundle import make_bundle
 
     if not HOOK.exists() or not SHIM.exists():
@@ -80,15 +81,16 @@ def run(runs: int) -> str:
         # than config_cache.RECENT_NS: wait that out, to measure a host whose driver was installed
         # more than a few seconds ago.
         wait_until_settled(made)
-        runc = time_lifecycles("runc lifecycle (no GPU)", ["runc"], bundle, runs, env=env,
-                               restore_config=pristine)
-        shim = time_lifecycles("shim legacy + hook (GPU 0, compute,utility)", [str(SHIM)], bundle, runs,
-                               env=env, restore_config=pristine)
+        state = work / "state"
+        runc, shim = time_rounds([
+            lifecycle_row("runc lifecycle (no GPU)", ["runc"], bundle, state, env, pristine),
+            lifecycle_row("shim legacy + hook (GPU 0, compute,utility)", [str(SHIM)], bundle, state, env, pristine)],
+            runs)
         (bundle / "config.json").write_bytes(pristine)
         walls, rss = _hook_stats(bundle, work, env, max(5, runs // 2))
         ratio = shim.median_ms / runc.median_ms
         verdict = "ok" if ratio <= GOAL else "OVER BUDGET"
-        lines = [report("prestart hook through the shim (legacy) vs plain runc", [runc, shim], runc),
+        lines = [report("prestart hook through the shim (legacy) vs plain runc", [runc, shim], runc, with_paired=True),
                  f"hook alone: wall median {statistics.median(walls) * 1000:.1f} ms "
                  f"(min {min(walls) * 1000:.1f}, max {max(walls) * 1000:.1f}, n={len(walls)}), "
                  f"peak RSS {max(rss) / 1024:.1f} MiB",

@@ -7,7 +7,12 @@ Rows (busybox `true`, create/start/wait/delete; the shim rows put EVERY call thr
   - the same in jit-cdi mode (edits built from the driver for this request: utility,compute only);
   - plain runc on the config.json the shim wrote: what the GPU edits themselves cost (device nodes, ~60
     bind mounts, the nvidia-cdi-hook createRuntime hook), with no shim in the way.
-Then passthrough: `state ID` through the shim vs runc's own `state ID` (goal <= 1.5x).
+The rows are taken round-robin (bench.harness.time_rounds: one lifecycle of each row per round, the
+starting row rotated each round, after an untimed round), so that the machine's drift hits every row
+alike; plain runc is taken twice, as two rows of the same rounds (how far apart they land is the noise);
+paired: the median of each round's ratio to that round's first runc row.
+Then passthrough: `state ID` through the shim vs runc's own `state ID` (goal <= 1.5x), the two also
+round-robin.
 """
 from __future__ import annotations
 
@@ -15,9 +20,11 @@ import json
 import subprocess
 import tempfile
 import uuid
+from functools import partial
 from pathlib import Path
 
-from bench.harness import Timings, report, time_command, time_lifecycles, wait_until_settled
+from bench.harness import (Timings, lifecycle, lifecycle_row, report, run_timed, time_rounds,
+                           wait_until_settled)
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.shim_host import SHIM, build_gpu_host, shim_env, write_shim_config
@@ -38,9 +45,9 @@ def _passthrough_rows(env: dict, state_root: Path, bundle: Path, runs: int) -> t
     subprocess.run([*base, "create", "--bundle", str(bundle), cid], check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        runc = time_command("runc state ID", [*base, "state", cid], runs * 5, env)
-        shim = time_command("shim state ID (C passthrough)", [str(SHIM), "--root", str(state_root), "state", cid],
-                            runs * 5, env)
+        via_shim = [str(SHIM), "--root", str(state_root), "state", cid]
+        runc, shim = time_rounds([("runc state ID", partial(run_timed, [*base, "state", cid], env)),
+                                  ("shim state ID (C passthrough)", partial(run_timed, via_shim, env))], runs * 5)
     finally:
         subprocess.run([*base, "delete", "--force", cid], stdin=subprocess.DEVNULL, capture_output=True)
     return runc, shim
@@ -64,24 +71,25 @@ def run(runs: int) -> str:
         plain = make_bundle(tmp / "plain", ["true"])
         gpu = make_bundle(tmp / "gpu", ["true"], env=["NVIDIA_VISIBLE_DEVICES=0"])
         gpu_config = (gpu / "config.json").read_bytes()
-        shim = [str(SHIM)]
+        shim, state = [str(SHIM)], tmp / "state"
 
         _wait_until_kept(config, jit_config)
-        baseline = time_lifecycles("runc, no GPU", ["runc"], plain, runs, env)
-        shim_plain = time_lifecycles("shim, no GPU request", shim, plain, runs, env)
-        shim_gpu = time_lifecycles("shim, 1 GPU (cdi mode)", shim, gpu, runs, env, restore_config=gpu_config)
-        edited = (gpu / "config.json").read_bytes()  # as the shim left it after the last run
-        shim_jit = time_lifecycles("shim, 1 GPU (jit-cdi mode: no spec file)", shim, gpu, runs,
-                                   shim_env(jit_config, tmp / "cache"), restore_config=gpu_config)
+        lifecycle(shim, gpu, state, env)   # untimed: the config.json the shim writes, for the edits-only row
+        edited = (gpu / "config.json").read_bytes()
         assert json.loads(edited) != json.loads(gpu_config), "the shim did not edit config.json"
-        runc_edited = time_lifecycles("runc on the shim's config.json (edits only)", ["runc"], gpu, runs, env,
-                                      restore_config=edited)
-        # the machine drifts while the rows run one after another: the baseline again, at the end
-        again = time_lifecycles("runc, no GPU (again, after the other rows)", ["runc"], plain, runs, env)
-        runc_state, shim_state = _passthrough_rows(env, tmp / "state", plain, runs)
+        baseline, shim_plain, shim_gpu, shim_jit, runc_edited, again = time_rounds([
+            lifecycle_row("runc, no GPU", ["runc"], plain, state, env),
+            lifecycle_row("shim, no GPU request", shim, plain, state, env),
+            lifecycle_row("shim, 1 GPU (cdi mode)", shim, gpu, state, env, gpu_config),
+            lifecycle_row("shim, 1 GPU (jit-cdi mode: no spec file)", shim, gpu, state,
+                          shim_env(jit_config, tmp / "cache"), gpu_config),
+            lifecycle_row("runc on the shim's config.json (edits only)", ["runc"], gpu, state, env, edited),
+            lifecycle_row("runc, no GPU (again, a second row)", ["runc"], plain, state, env)],
+            runs)
+        runc_state, shim_state = _passthrough_rows(env, state, plain, runs)
 
     lines = [report("runtime shim lifecycle (create/start/wait/delete), busybox `true`",
-                    [baseline, shim_plain, shim_gpu, shim_jit, runc_edited, again], baseline),
+                    [baseline, shim_plain, shim_gpu, shim_jit, runc_edited, again], baseline, with_paired=True),
              report("passthrough", [runc_state, shim_state], runc_state),
              _verdict("lifecycle, shim with 1 GPU vs plain runc", shim_gpu, baseline, LIFECYCLE_GOAL),
              _verdict("lifecycle, shim with 1 GPU vs runc on the same edits", shim_gpu, runc_edited, LIFECYCLE_GOAL),
