@@ -88,9 +88,9 @@ struct hook_state {
 /* container.c */
 int hook_read_state(int fd, struct hook_state *state, struct hook_error *err);
 void hook_state_free(struct hook_state *state);
-int hook_state_bundle(const char *doc, size_t len, char **bundle, struct hook_error *err);
-/* the pid and status of a state document already read by hook_state_bundle (valid JSON) */
-void hook_state_process(const char *doc, size_t len, long *pid, int *waiting);
+/* one scan of a state document: pid and waiting are filled once it is a JSON object, the bundle
+ * (malloc'd) only when it is an absolute path; -1 with err filled in otherwise */
+int hook_parse_state(const char *doc, size_t len, struct hook_state *state, struct hook_error *err);
 int hook_config_root_path(const char *doc, size_t len, const char *where, char **path, struct hook_error *err);
 int hook_container_rootfs(const char *bundle, const char *container_spec, char **rootfs,
                           struct hook_error *err);

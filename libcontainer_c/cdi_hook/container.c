@@ -26,33 +26,6 @@ static int fail_json(struct hook_error *err, const char *where, const char *kind
                      line, column, jerr->offset);
 }
 
-int hook_state_bundle(const char *doc, size_t len, char **bundle, struct hook_error *err)
-{
-    static const char *const bundle_key[] = { "bundle", NULL }, *const old_key[] = { "bundlePath", NULL };
-    struct json_query q[2] = { { bundle_key, { 0, 0, 0 }, 0 }, { old_key, { 0, 0, 0 }, 0 } };
-    struct json_error jerr;
-    enum json_type top;
-    const char *why;
-
-    if (json_scan(doc, len, q, 2, &top, &jerr) < 0)
-        return fail_json(err, "stdin", "state", doc, &jerr);
-    if (top != JSON_OBJECT)
-        return hook_fail(err, "stdin", "invalid container state: not a JSON object");
-    /* Python's `state.get("bundle") or state.get("bundlePath")`: a false bundle gives way */
-    const struct json_value *v = json_truthy(doc, len, &q[0].found) ? &q[0].found : &q[1].found;
-    if (v->type != JSON_STRING)
-        return hook_fail(err, "stdin", "container state has no absolute bundle path");
-    char *path = json_string(doc, v, &why);
-    if (path == NULL)
-        return hook_fail(err, "stdin", "invalid container state: the bundle path holds %s", why);
-    if (path[0] != '/') {
-        free(path);
-        return hook_fail(err, "stdin", "container state has no absolute bundle path");
-    }
-    *bundle = path;   /* set on success only: the caller owns nothing otherwise */
-    return 0;
-}
-
 /* A pid as the state writes it: a plain positive integer (no sign, fraction or exponent). */
 static long plain_pid(const char *doc, const struct json_value *v)
 {
@@ -68,24 +41,40 @@ static long plain_pid(const char *doc, const struct json_value *v)
     return pid;
 }
 
-void hook_state_process(const char *doc, size_t len, long *pid, int *waiting)
+int hook_parse_state(const char *doc, size_t len, struct hook_state *state, struct hook_error *err)
 {
-    static const char *const pid_key[] = { "pid", NULL }, *const status_key[] = { "status", NULL };
-    struct json_query q[2] = { { pid_key, { 0, 0, 0 }, 0 }, { status_key, { 0, 0, 0 }, 0 } };
+    static const char *const bundle_key[] = { "bundle", NULL }, *const old_key[] = { "bundlePath", NULL },
+                             *const pid_key[] = { "pid", NULL }, *const status_key[] = { "status", NULL };
+    struct json_query q[4] = { { bundle_key, { 0, 0, 0 }, 0 }, { old_key, { 0, 0, 0 }, 0 },
+                               { pid_key, { 0, 0, 0 }, 0 }, { status_key, { 0, 0, 0 }, 0 } };
     struct json_error jerr;
     enum json_type top;
     const char *why;
     char *status;
 
-    *pid = 0;
-    *waiting = 0;
-    if (json_scan(doc, len, q, 2, &top, &jerr) < 0 || top != JSON_OBJECT)
-        return;
-    *pid = plain_pid(doc, &q[0].found);
-    if (q[1].found.type == JSON_STRING && (status = json_string(doc, &q[1].found, &why)) != NULL) {
-        *waiting = strcmp(status, "creating") == 0 || strcmp(status, "created") == 0;
+    memset(state, 0, sizeof(*state));
+    if (json_scan(doc, len, q, 4, &top, &jerr) < 0)
+        return fail_json(err, "stdin", "state", doc, &jerr);
+    if (top != JSON_OBJECT)
+        return hook_fail(err, "stdin", "invalid container state: not a JSON object");
+    state->pid = plain_pid(doc, &q[2].found);
+    if (q[3].found.type == JSON_STRING && (status = json_string(doc, &q[3].found, &why)) != NULL) {
+        state->waiting = strcmp(status, "creating") == 0 || strcmp(status, "created") == 0;
         free(status);
     }
+    /* Python's `state.get("bundle") or state.get("bundlePath")`: a false bundle gives way */
+    const struct json_value *v = json_truthy(doc, len, &q[0].found) ? &q[0].found : &q[1].found;
+    if (v->type != JSON_STRING)
+        return hook_fail(err, "stdin", "container state has no absolute bundle path");
+    char *path = json_string(doc, v, &why);
+    if (path == NULL)
+        return hook_fail(err, "stdin", "invalid container state: the bundle path holds %s", why);
+    if (path[0] != '/') {
+        free(path);
+        return hook_fail(err, "stdin", "container state has no absolute bundle path");
+    }
+    state->bundle = path;   /* set on success only: the caller owns nothing otherwise */
+    return 0;
 }
 
 int hook_read_state(int fd, struct hook_state *state, struct hook_error *err)
@@ -100,9 +89,7 @@ int hook_read_state(int fd, struct hook_state *state, struct hook_error *err)
     if (len > HOOK_MAX_STATE)
         rc = hook_fail(err, "stdin", "container state is too large");
     else
-        rc = hook_state_bundle(doc, len, &state->bundle, err);
-    if (rc == 0)
-        hook_state_process(doc, len, &state->pid, &state->waiting);
+        rc = hook_parse_state(doc, len, state, err);
     free(doc);
     return rc;
 }

@@ -13,7 +13,6 @@
  * in a container with a user namespace of its own belongs to the runtime's root. */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +21,6 @@
 #include <unistd.h>
 
 #include "cdi_hook.h"
-#include "internal.h"
 
 /* Whether this process is in the pid namespace of the procfs on /proc: a hook in the container's pid
  * namespace (createContainer) reads its own pid there as another number. */

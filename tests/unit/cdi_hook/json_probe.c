@@ -3,8 +3,8 @@
  * message.c, so the functions tested are the program's.
  *
  * stdin: records of one kind byte, a 4-byte little-endian length and that many bytes:
- *   's' a state document      -> hook_state_bundle()
- *   'p' a state document      -> hook_state_process(): "<pid> <waiting>"
+ *   's' a state document      -> hook_parse_state(): the bundle
+ *   'p' a state document      -> hook_parse_state(): "<pid> <waiting>", whatever the bundle
  *   'c' a config.json document -> hook_config_root_path()
  *   'j' BASE '\0' PATH          -> hook_join_normpath()
  * stdout: one line a record, "ok <hex of the value>" or "error <hex of the message>". */
@@ -41,14 +41,19 @@ static void run(int kind, char *data, size_t len)
     char *value = NULL;
     int rc;
 
-    if (kind == 'p') {
-        long pid;
-        int waiting;
-        hook_state_process(data, len, &pid, &waiting);
-        rc = asprintf(&value, "%ld %d", pid, waiting) < 0 ? -1 : 0;
-    } else if (kind == 's')
-        rc = hook_state_bundle(data, len, &value, &err);
-    else if (kind == 'c')
+    if (kind == 's' || kind == 'p') {
+        struct hook_state state;
+        rc = hook_parse_state(data, len, &state, &err);
+        if (kind == 's')
+            value = state.bundle;
+        else {
+            free(state.bundle);
+            free(err.what);
+            free(err.where);
+            err.what = err.where = NULL;
+            rc = asprintf(&value, "%ld %d", state.pid, state.waiting) < 0 ? -1 : 0;
+        }
+    } else if (kind == 'c')
         rc = hook_config_root_path(data, len, "config.json", &value, &err);
     else
         rc = (value = hook_join_normpath(data, data + strlen(data) + 1)) ? 0 : -1;

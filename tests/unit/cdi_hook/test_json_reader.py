@@ -352,7 +352,7 @@ def test_fuzzed_documents_read_as_json_loads_reads_them(probe, kind, restore_int
 
 
 def test_fuzzed_states_give_the_pid_and_status_json_loads_gives(probe, restore_int_digits):
-    """hook_state_process (which init a createRuntime hook joins) against json.loads on the same
+    """hook_parse_state's pid and status (which init a createRuntime hook joins) against json.loads on the same
     generated and mutated states."""
     sys.set_int_max_str_digits(0)
     rng = random.Random("nvidia-cdi-hook pid")
