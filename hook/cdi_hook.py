@@ -211,41 +211,35 @@ def load_container_config(bundle: str, container_spec: str | None = None) -> tup
     return config, os.path.normpath(os.path.join(bundle, path))
 
 
-def update_ldcache(rootfs: str, folders: list[str], ldconfig: str, pid: int | None, warn,
-                   host_driver_version: str | None = None) -> None:
-    """Rebuild the rootfs' ld.so.cache with the host's ldconfig, scanning `folders` too; with
-    `host_driver_version` (enable-cuda-compat), the image's CUDA compat folder goes first when its
-    libcuda is for a newer driver major (as nvidia-cdi-hook does). The cache is written only when it
-    changed (libcontainer_c.ldconfig.run_ldconfig: a restarted container's is left as it is).
+def update_ldcache(root, folders: list[str], ldconfig: str, warn, host_driver_version: str | None = None) -> None:
+    """Rebuild the ld.so.cache of `root` (an open libcontainer_c.rootfs.Rootfs) with the host's
+    ldconfig, scanning `folders` too; with `host_driver_version` (enable-cuda-compat), the image's CUDA
+    compat folder goes first when its libcuda is for a newer driver major (as nvidia-cdi-hook does).
+    The cache is written only when it changed (libcontainer_c.ldconfig.run_ldconfig: a restarted
+    container's is left as it is).
 
-    With `pid` the root is opened once, in the container's view (Rootfs(rootfs, pid)), and every
-    read and write here goes through it: the folders and the compat folder looked at, the drop-in,
-    the cache. ldconfig itself runs in that namespace too, so a volume the container has over the
-    rootfs' /etc gets the cache, not the directory under it that only this namespace sees."""
+    Everything here goes through root: the folders and the compat folder looked at, the drop-in, the
+    cache. Opened with the container's pid (Rootfs(rootfs, pid): the container's view, where ldconfig
+    runs too), a volume the container has over the rootfs' /etc gets the cache, not the directory
+    under it that only the caller's namespace sees."""
     from libcontainer_c.errors import ContainerFsError
     from libcontainer_c.ldconfig import LdconfigError, cuda_compat_folder, run_ldconfig
-    from libcontainer_c.rootfs import Rootfs
 
     try:
-        root = Rootfs(rootfs, pid)
-    except ContainerFsError as e:   # e.filename: the rootfs, or /proc/<pid>/root[/rootfs] with a pid
-        raise HookError(f"cannot open the container's root: {e.strerror}", e.filename) from None
-    with root:
-        try:
-            has_etc = root.exists("/etc")
-            compat = cuda_compat_folder(root, host_driver_version, warn) if has_etc and host_driver_version else None
-            existing = ([compat] if compat else []) + [f for f in folders if f != compat and root.exists(f)]
-        except ContainerFsError as e:
-            raise HookError(f"cannot open the container's root: {e.strerror}", rootfs) from None
-        if not has_etc:
-            warn("the container has no /etc: ld.so.cache not updated")
-            return
-        if existing:
-            write_ld_so_conf(root, existing, warn)
-        try:
-            run_ldconfig(root, existing, pid=pid, ldconfig=ldconfig)
-        except LdconfigError as e:
-            raise HookError(f"ldconfig failed: {e}", rootfs) from None
+        has_etc = root.exists("/etc")
+        compat = cuda_compat_folder(root, host_driver_version, warn) if has_etc and host_driver_version else None
+        existing = ([compat] if compat else []) + [f for f in folders if f != compat and root.exists(f)]
+    except ContainerFsError as e:
+        raise HookError(f"cannot open the container's root: {e.strerror}", root.path) from None
+    if not has_etc:
+        warn("the container has no /etc: ld.so.cache not updated")
+        return
+    if existing:
+        write_ld_so_conf(root, existing, warn)
+    try:
+        run_ldconfig(root, existing, ldconfig=ldconfig)
+    except LdconfigError as e:
+        raise HookError(f"ldconfig failed: {e}", root.path) from None
 
 
 def write_ld_so_conf(root, folders: list[str], warn) -> None:

@@ -240,11 +240,34 @@ def mount_options(options: list[str], name: str):
 def inject(plan: InjectionPlan, target: Target, warn=None) -> Injected:
     """Apply `plan` to `target` (see the module docstring). Raises InjectionError after undoing every
     mount it made."""
+    warn = warn or (lambda message: None)
+    root = _container_root(target) if plan.links or plan.update_ldcache else None
+    try:
+        return _inject(plan, target, root, warn)
+    finally:
+        if root is not None:
+            root.close()
+
+
+def _container_root(target: Target):
+    """The rootfs as the container sees it (Rootfs(rootfs, pid): a volume over a library folder or
+    /etc is what the container has there; the caller's own view without a pid), opened once for the
+    links check and the ld cache."""
+    from libcontainer_c.errors import ContainerFsError
+    from libcontainer_c.rootfs import Rootfs
+
+    try:
+        return Rootfs(target.rootfs, target.pid)
+    except ContainerFsError as e:
+        # e.filename: the rootfs, or /proc/<pid>/root[/rootfs] (the container's view) with a pid
+        raise InjectionError(f"cannot open the container's root: {e.strerror}", e.filename) from None
+
+
+def _inject(plan: InjectionPlan, target: Target, root, warn) -> Injected:
     from libcontainer_c.batch import BatchError, RootfsBatch
     from libcontainer_c.errors import ContainerFsError
 
-    warn = warn or (lambda message: None)
-    links, skipped = _links_to_make(plan.links, target, warn)
+    links, skipped = _links_to_make(plan.links, root, warn)
     batch = RootfsBatch()
     try:
         try:
@@ -270,7 +293,7 @@ def inject(plan: InjectionPlan, target: Target, warn=None) -> Injected:
         batch.close()
     try:
         if plan.update_ldcache:
-            _update_ldcache(plan, target, warn)
+            _update_ldcache(plan, root, warn)
         cgroup = _allow_devices(plan, target) if target.cgroups and plan.device_nodes else None
     except InjectionError:
         _undo_mounts(plan, target, warn)
@@ -279,42 +302,33 @@ def inject(plan: InjectionPlan, target: Target, warn=None) -> Injected:
                     [link for _, link in links], cgroup, skipped)
 
 
-def _links_to_make(links, target: Target, warn):
+def _links_to_make(links, root, warn):
     """Links whose place in the image is free or already a link. A regular file or directory the
-    image has there is kept (its own library), with a warning; the check runs on the container's view
-    of the rootfs (Rootfs(rootfs, pid): a volume over a library folder is what the container has
-    there), and the batch re-checks it in the container (EEXIST fails the injection)."""
+    image has there is kept (its own library), with a warning; the check runs on `root`, the
+    container's view (_container_root), and the batch re-checks it in the container (EEXIST fails the
+    injection)."""
     from libcontainer_c.errors import ContainerFsError
-    from libcontainer_c.rootfs import Rootfs
 
-    if not links:
-        return [], []
-    try:
-        root = Rootfs(target.rootfs, target.pid)
-    except ContainerFsError as e:
-        # e.filename: the rootfs, or /proc/<pid>/root[/rootfs] (the container's view) with a pid
-        raise InjectionError(f"cannot open the container's root: {e.strerror}", e.filename) from None
     keep, skipped = [], []
-    with root:
-        for link_target, link in links:
-            try:
-                st = root.stat(link, follow_symlinks=False)
-            except ContainerFsError:
-                keep.append((link_target, link))   # missing (or unreachable: the batch reports it)
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                keep.append((link_target, link))
-            else:
-                warn(f"not linking {link} -> {link_target}: the image has its own file there")
-                skipped.append(link)
+    for link_target, link in links:
+        try:
+            st = root.stat(link, follow_symlinks=False)
+        except ContainerFsError:
+            keep.append((link_target, link))   # missing (or unreachable: the batch reports it)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            keep.append((link_target, link))
+        else:
+            warn(f"not linking {link} -> {link_target}: the image has its own file there")
+            skipped.append(link)
     return keep, skipped
 
 
-def _update_ldcache(plan: InjectionPlan, target: Target, warn) -> None:
+def _update_ldcache(plan: InjectionPlan, root, warn) -> None:
     from hook.cdi_hook import HookError, update_ldcache
 
     try:
-        update_ldcache(target.rootfs, plan.folders, plan.ldconfig, target.pid, warn, plan.host_driver_version)
+        update_ldcache(root, plan.folders, plan.ldconfig, warn, plan.host_driver_version)
     except HookError as e:
         raise InjectionError(str(e)) from None
 

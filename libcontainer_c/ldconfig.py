@@ -96,8 +96,8 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
     there), or an open :class:`~libcontainer_c.rootfs.Rootfs` of it, which is used as it is. The
     cache is installed through that root: a path is opened here, in the container's view when
     ``pid`` is given (``Rootfs(rootfs, pid)``: a volume mounted over the rootfs' /etc in the
-    container's namespace gets the cache, not the directory under it), and an open root must have
-    been opened for the same ``pid`` (ValueError otherwise). ``library_dirs`` are container paths
+    container's namespace gets the cache, not the directory under it); an open root brings its own
+    pid (a different ``pid`` given with it: ValueError). ``library_dirs`` are container paths
     scanned in addition to /etc/ld.so.conf. The C helper's gct_update_ld_cache (nvidia-cdi-hook's
     too) has ldconfig write the cache on a scratch tmpfs over the root's /proc and puts it in
     /etc/ld.so.cache only when it differs from the file there: a restarted container whose cache is
@@ -107,9 +107,9 @@ def run_ldconfig(rootfs, library_dirs=(), *, pid: int = None, ldconfig: str = DE
     the cache always raise.
     """
     if isinstance(rootfs, Rootfs):
-        if rootfs.pid != pid:
+        if pid is not None and pid != rootfs.pid:
             raise ValueError(f"the root was opened for pid {rootfs.pid}, not {pid}")
-        root, owned = rootfs, None
+        root, owned, pid = rootfs, None, rootfs.pid
     else:
         root = owned = None
     exe_fd = open_static_executable(ldconfig)

@@ -77,9 +77,14 @@ def test_run_ldconfig_with_a_pid_installs_in_the_containers_view(rootfs, volume,
 
 def test_run_ldconfig_takes_the_callers_open_root(rootfs, volume, container_init):
     os.unlink(volume / "ld.so.cache")
+    # a folder only the container's ld.so.conf (the volume's) lists: ldconfig must read that one
+    (rootfs / "opt/vendor").mkdir(parents=True)
+    shutil.copy(rootfs / "lib/x86_64-linux-gnu/libc.so.6", rootfs / "opt/vendor/libc.so.6")
+    with open(volume / "ld.so.conf", "a") as conf:
+        conf.write("/opt/vendor\n")
     with Rootfs(rootfs, pid=container_init) as root:
-        assert run_ldconfig(root, [LIBDIR], pid=container_init).returncode == 0
-    assert "libc.so.6" in listed(volume)
+        assert run_ldconfig(root, [LIBDIR]).returncode == 0   # the root brings its pid: ldconfig runs there
+    assert "=> /opt/vendor/libc.so.6" in listed(volume)
     with Rootfs(rootfs) as root, pytest.raises(ValueError):
         run_ldconfig(root, [LIBDIR], pid=container_init)   # a root of another view than the pid's
 
