@@ -172,35 +172,33 @@ def place(source: Path, folder: Path, name: str) -> None:
         raise
 
 
-def install(bindir: Path, python: str) -> list[str]:
-    """Every program into bindir: the launcher under each name, and gct-nvml-inventory; their names.
-    Both are built in a private temporary directory and then placed (see place)."""
-    bindir.mkdir(parents=True, exist_ok=True)
+def _build_and_place(folder: Path, names: list[str], python: str | None, cc: str = "cc", strip: bool = False,
+                     version: str | None = None) -> list[str]:
+    """The launcher (build_launcher's python, cc, strip, version) under each of names, and
+    gct-nvml-inventory, in folder: both built in a private temporary directory, then placed (see
+    place). Their names."""
+    folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gct-launchers-") as build:
         launcher, inventory = Path(build, "launcher"), Path(build, nvml_inventory_program())
-        build_launcher(python, launcher)
-        build_nvml_inventory(inventory)
-        names = installable_programs()
+        build_launcher(python, launcher, cc, strip=strip, version=version)
+        build_nvml_inventory(inventory, cc, strip=strip)
         for name in names:
-            place(launcher, bindir, name)
-        place(inventory, bindir, inventory.name)
+            place(launcher, folder, name)
+        place(inventory, folder, inventory.name)
     return [*names, inventory.name]
+
+
+def install(bindir: Path, python: str) -> list[str]:
+    """Every program into bindir: the launcher under each name, and gct-nvml-inventory; their names."""
+    return _build_and_place(bindir, installable_programs(), python)
 
 
 def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list[str]:
     """The launcher, built without an interpreter, under each program's name into the wheel's scripts
     (every program but the tests' probe), and gct-nvml-inventory; version: the one being built.
     INTERPRETER_FILE comes from setup.py's scripts."""
-    scripts_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gct-launchers-") as build:
-        launcher, inventory = Path(build, "launcher"), Path(build, nvml_inventory_program())
-        build_launcher(None, launcher, cc, strip=True, version=version)
-        build_nvml_inventory(inventory, cc, strip=True)
-        names = [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS]
-        for name in names:
-            place(launcher, scripts_dir, name)
-        place(inventory, scripts_dir, inventory.name)
-    return [*names, inventory.name]
+    return _build_and_place(scripts_dir, [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS], None, cc,
+                            strip=True, version=version)
 
 
 def main(argv: list[str] | None = None) -> int:
