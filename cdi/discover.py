@@ -119,6 +119,12 @@ def default_hook_path(argv0: str | None = None) -> str:
     return DEFAULT_HOOK_PATH
 
 
+def driver_params_path(root: DriverRoot) -> str:
+    """The driver's params file as the root has it (its proc), which disable-device-node-modification
+    copies: the host's /proc/driver/nvidia/params, or a driver root's (a simulated host's own proc)."""
+    return root.proc_path(DRIVER_PARAMS[len("/proc/"):])
+
+
 def hook_flavour_of(path: str) -> str:
     """OURS when the file at path is one of our launchers (nvidia-cdi-hook or nvidia-ctk: the launcher
     note, cdi.launcher_identity) or cannot be opened (a spec may be written before the package is
@@ -300,7 +306,7 @@ class EditsBuilder:
         links = [(link.target, link.path) for link in files.symlinks]
         folders = list(dict.fromkeys(posixpath.dirname(f.container_path) for f in files.libraries))
         libcuda = [posixpath.dirname(f.container_path) for f in files.of_kind(LIBRARY) if f.soname == LIBCUDA_SONAME]
-        params = self.root.proc_path(DRIVER_PARAMS[len("/proc/"):])
+        params = driver_params_path(self.root)
         work = {"host_driver_version": self.inventory.driver_version if libcuda else None,
                 "params_file": params if os.path.isfile(params) else None}
         if self.hook_flavour == NVIDIAS:

@@ -121,10 +121,14 @@ class Checks:
 
     def still_true(self) -> bool:
         """Whether every path still gives what it gave (what the edits came from has not changed)."""
+        again = checked(path for path, _ in self.stats)
+        if again is None or again.stats != self.stats:
+            return False
+        if not self.answers:   # cdi and legacy entries: no driver-files module on their create
+            return True
         from cdi.driver_files_cache import same_answers
 
-        again = checked(path for path, _ in self.stats)
-        return again is not None and again.stats == self.stats and (not self.answers or same_answers(self.answers))
+        return same_answers(self.answers)
 
     def lines(self) -> list[str]:
         return self.nvml + [line for _, line in self.stats] + [answer_line(p, a) for p, a in self.answers]
@@ -153,9 +157,11 @@ def jit_checks(recording, edits, launcher_exe: str) -> Checks | None:
 
     helper = os.path.join(os.path.dirname(launcher_exe), NVML_INVENTORY_PROGRAM)
     answers = recording.answers()
+    if answers is None or not os.access(helper, os.X_OK):
+        return None
     stats = checked([helper, *recording.stat_paths(edits)])
     nvml = recording.nvml_lines(helper, nvml_timeout())
-    if answers is None or stats is None or nvml is None or not os.access(helper, os.X_OK):
+    if stats is None or nvml is None:
         return None
     return Checks(stats.stats, answers, nvml)
 

@@ -61,10 +61,10 @@ class JitRecording:
         """The root's answers, if they may be kept (cdi.driver_files_cache.settled_answers)."""
         from cdi.driver_files_cache import settled_answers
 
-        return settled_answers(self.root) if self.keepable and self.root is not None else None
+        return settled_answers(self.root) if self.keepable else None
 
     def stat_paths(self, edits: ContainerEdits) -> list[str]:
-        from cdi.discover import DRIVER_PARAMS
+        from cdi.discover import driver_params_path
         from cdi.driver_root import SIMULATED_HOST_MARKER
 
         root = self.root
@@ -75,7 +75,7 @@ class JitRecording:
             paths.append("/etc/ld.so.cache")
         else:
             paths.append(os.path.join(root.path, SIMULATED_HOST_MARKER))
-        paths.append(root.proc_path(DRIVER_PARAMS[len("/proc/"):]))
+        paths.append(driver_params_path(root))
         return paths
 
     def nvml_lines(self, helper: str, timeout: float) -> list[str] | None:

@@ -110,7 +110,7 @@ def request_markers(config) -> list[str]:
 
 # The caller's variables that pick the config, the caches and the driver root (the legacy hook entry
 # copies them, runtime_shim.modes, so that the hook reads what this shim reads)
-CONFIG_ENV_KEYS = ("NVIDIA_CTK_CONFIG_FILE_PATH", "XDG_CONFIG_HOME", "NVIDIA_CTK_CACHE_DIR", "NVIDIA_CTK_DRIVER_ROOT")
+CONFIG_ENV_KEYS = (CONFIG_ENV, "XDG_CONFIG_HOME", CACHE_DIR_ENV, "NVIDIA_CTK_DRIVER_ROOT")
 # What a create cache key holds (runtime_shim.create_cache): the caller's variables above, the spec
 # cache's file and NVML's timeout (jit-cdi), in this order; and the config.json env entries cdi.request
 # reads: every NVIDIA_ one, CUDA_VERSION and the swarm resource names.
