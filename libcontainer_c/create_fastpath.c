@@ -208,8 +208,7 @@ static int check_still_true(void *arg, const char *value, size_t len)
     if (stat(line + path_at, &st) != 0)
         return 1;
     return !(st.st_dev == dev && st.st_ino == ino && st.st_size == size &&
-             (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == mtime &&
-             (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec == ctime &&
+             ns_of(st.st_mtim) == mtime && ns_of(st.st_ctim) == ctime &&
              st.st_mode == mode && st.st_rdev == rdev);
 }
 
@@ -221,11 +220,6 @@ static int absent_still(void *arg, const char *value, size_t len)
         return 1;
     struct stat st;
     return !(stat(path, &st) != 0 && errno == ENOENT);
-}
-
-static long long ns_of(struct timespec t)
-{
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 /* jit-cdi's answers of the driver root (cdi.driver_files_cache, written by create_cache.answer_line):
@@ -328,10 +322,12 @@ static int inventory_unchanged(const char *cache)
             if (n > 0)
                 buf_add(&got, chunk, (size_t)n);
         close(pipe_fds[0]);
-        int status;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        int status = 0;
+        pid_t waited;
+        while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
             ;
-        same = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !got.failed && got.len == expected.len &&
+        same = waited == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !got.failed &&
+               got.len == expected.len &&
                memcmp(got.data, expected.data, got.len) == 0;
     } else {
         close(pipe_fds[0]);

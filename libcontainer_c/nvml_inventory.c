@@ -17,7 +17,7 @@
  * and cdi/nvml.py therefore costs that fast path (Python runs and decides), never wrong edits: the
  * launcher uses the output for nothing but equality with what Python wrote.
  *
- *   LIBRARY          what cdi.nvml.nvml_library_argument names: the library's absolute path, or a bare
+ *   LIBRARY          what cdi.nvml.loaded_library names: the library's absolute path, or a bare
  *                    soname for the loader to search (as cffi's dlopen does for Python)
  *   MIG_MINORS       the driver's proc driver/nvidia-caps/mig-minors file (a missing one is a line too)
  *   TIMEOUT_SECONDS  the bound of the whole run: digits, optionally a point and more digits, more than

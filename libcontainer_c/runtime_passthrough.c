@@ -165,6 +165,12 @@ static int shim_config_path(char **envp, char *out, size_t size)
     return n >= 0 && (size_t)n < size ? 0 : -1;
 }
 
+/* A stat time in nanoseconds, as Python's st_*_ns. */
+static long long ns_of(struct timespec t)
+{
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 /* "dev ino size mtime_ns ctime_ns", or "missing"; -1 when the config cannot be looked at. */
 static int config_identity(const char *path, char *out, size_t size)
 {
@@ -173,8 +179,7 @@ static int config_identity(const char *path, char *out, size_t size)
         return errno == ENOENT ? (snprintf(out, size, "missing"), 0) : -1;
     snprintf(out, size, "%llu %llu %lld %lld %lld", (unsigned long long)st.st_dev,
              (unsigned long long)st.st_ino, (long long)st.st_size,
-             (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
-             (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+             ns_of(st.st_mtim), ns_of(st.st_ctim));
     return 0;
 }
 
@@ -244,7 +249,7 @@ static int search_dir_changed(void *arg, const char *value, size_t len)
     char now[32];
     struct stat st;
     if (stat(dir, &st) == 0)
-        snprintf(now, sizeof(now), "%lld", (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+        snprintf(now, sizeof(now), "%lld", ns_of(st.st_mtim));
     else if (errno == ENOENT)
         snprintf(now, sizeof(now), "-1");
     else

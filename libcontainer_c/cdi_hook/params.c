@@ -17,17 +17,18 @@
 #include <unistd.h>
 
 #include "cdi_hook.h"
+#include "internal.h"
 #include "libcontainer.h"
 
 #define MAX_PARAMS 65536
 #define KEY "ModifyDeviceFiles:"
 
-/* 0 with *data (NUL-terminated, malloc'd) and *len, 1 when the file is not there, -1 on an error. */
+/* 0 with *data (malloc'd, gct_read_bounded) and *len, 1 when the file is not there, -1 on an error. */
 static int read_params(const char *path, char **data, size_t *len, struct hook_error *err)
 {
     struct stat st;
     char *buf;
-    size_t n = 0;
+    size_t n;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     if (fd < 0) {
@@ -44,30 +45,16 @@ static int read_params(const char *path, char **data, size_t *len, struct hook_e
         close(fd);
         return hook_fail(err, path, "the driver's params is not a regular file");
     }
-    buf = malloc(MAX_PARAMS + 1);
-    if (buf == NULL) {
+    if (gct_read_bounded(fd, MAX_PARAMS, &buf, &n) < 0) {
+        int saved = errno;
         close(fd);
-        return hook_fail(err, NULL, "out of memory");
-    }
-    for (;;) {
-        ssize_t got = read(fd, buf + n, MAX_PARAMS + 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            int saved = errno;
-            free(buf);
-            close(fd);
-            return hook_fail(err, path, "cannot read the driver's params: %s", strerror(saved));
-        }
-        if (got == 0 || (n += (size_t)got) > MAX_PARAMS)
-            break;
+        return hook_fail(err, path, "cannot read the driver's params: %s", strerror(saved));
     }
     close(fd);
     if (n > MAX_PARAMS) {
         free(buf);
         return hook_fail(err, path, "the driver's params is larger than %d bytes", MAX_PARAMS);
     }
-    buf[n] = '\0';
     *data = buf;
     *len = n;
     return 0;
