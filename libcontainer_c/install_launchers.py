@@ -19,6 +19,7 @@ system packages still run this module, for the fixed import path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -92,14 +93,21 @@ def import_path() -> list[str]:
     return seen
 
 
-def toolkit_module(name: str):
-    """A module of this installation's packages, e.g. cdi.version: setup.py loads this file by its
-    path, where they may not be importable yet."""
+@contextlib.contextmanager
+def toolkit_importable():
+    """This installation's packages importable for the block: setup.py loads this file by its path,
+    where they may not be importable yet."""
     sys.path.insert(0, str(PACKAGE_DIR.parent))
     try:
-        return importlib.import_module(name)
+        yield
     finally:
         sys.path.pop(0)
+
+
+def toolkit_module(name: str):
+    """A module of this installation's packages, e.g. cdi.version."""
+    with toolkit_importable():
+        return importlib.import_module(name)
 
 
 def toolkit_version() -> tuple[str, str]:
@@ -110,6 +118,14 @@ def toolkit_version() -> tuple[str, str]:
 
 def nvml_inventory_program() -> str:
     return toolkit_module("cdi.nvml").NVML_INVENTORY_PROGRAM
+
+
+def compile_program(cmd: list[str], what: str) -> None:
+    """Runs the compiler command; its failure ends the install with the command and the compiler's
+    output."""
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"install_launchers: error: compiling {what} failed ({' '.join(cmd)}):\n{result.stderr}")
 
 
 def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = False,
@@ -134,27 +150,19 @@ def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = 
         cmd = [cc, "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", *(["-s"] if strip else []), f"-I{tmp}",
                *(f"-I{d}" for d in NATIVE_SOURCE_DIRS), str(LAUNCHER_SOURCE), *sources, "-o", str(out)]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise SystemExit(f"install_launchers: error: compiling the launcher failed "
-                             f"({' '.join(cmd)}):\n{result.stderr}")
+        compile_program(cmd, "the launcher")
 
 
 def build_nvml_inventory(out: Path, cc: str = "cc", strip: bool = False) -> None:
     """gct-nvml-inventory: dynamically linked (dlopen), with -ldl for a glibc before 2.34."""
     cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", *(["-s"] if strip else []),
            f"-I{NVML_ABI_DIR}", str(NVML_INVENTORY_SOURCE), "-o", str(out), "-ldl"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"install_launchers: error: compiling {out.name} failed ({' '.join(cmd)}):\n{result.stderr}")
+    compile_program(cmd, out.name)
 
 
 def installable_programs() -> list[str]:
-    sys.path.insert(0, str(PACKAGE_DIR.parent))
-    try:
+    with toolkit_importable():
         return [name for name, module in PROGRAMS.items() if module is None or importlib.util.find_spec(module)]
-    finally:
-        sys.path.pop(0)
 
 
 def place(source: Path, folder: Path, name: str) -> None:
