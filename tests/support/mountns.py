@@ -3,6 +3,9 @@
 - `run_in_private_mount_ns(func)`: run test code in a forked child inside its own private mount
   namespace; whatever it mounts dies with the child, even when an assertion fails half-way. The
   child's return value or exception comes back to the parent (pickled) and is returned or re-raised.
+- `cover_with_tmpfs(target)`: a fresh tmpfs on target (/tmp, /run) in such a namespace, with this
+  checkout and the interpreter's environment bound back when they lie below target, so that the
+  suite runs from a checkout anywhere; `private_run()`: a preexec_fn giving a daemon its own /run.
 - `process_in_mount_ns()`: a stand-in container, a `sleep` in its own mount namespace (optionally with
   a procfs and bind mounts made inside), killed on exit.
 - snapshots to compare before/after: `mountinfo_lines`, `mounts_under`, `tree_listing`.
@@ -12,9 +15,12 @@ import ctypes
 import os
 import pickle
 import subprocess
+import sys
 import traceback
+from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
+MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
@@ -29,6 +35,53 @@ def enter_private_mount_ns() -> None:
     if _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), "mount --make-rprivate /")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    if _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                   data.encode() if data else None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), f"mount {source} on {target}")
+
+
+def needed_paths() -> list[str]:
+    """What the tests run from and must keep seeing: this checkout (tests, launchers, the project) and
+    the interpreter's environment (the venv, the Python it was made from)."""
+    checkout = Path(__file__).resolve().parents[2]
+    return [str(checkout), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
+
+
+def _below(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip("/") + "/")
+
+
+def cover_with_tmpfs(target: str, name: str, mode: str = "0755", keep=None) -> list[str]:
+    """Mount an empty tmpfs (source `name`) on target in this process' private mount namespace; each
+    path of keep (default: needed_paths()) that lies below target is bound back at its place, so a
+    checkout or venv under /tmp or /run does not disappear. Returns the paths bound back (a walk of
+    target should skip them)."""
+    target = os.path.realpath(target)
+    kept = sorted({p for p in (keep if keep is not None else needed_paths()) if _below(p, target)})
+    kept = [p for p in kept if not any(_below(p, other) for other in kept)]   # the outermost of nested ones
+    held = [os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for p in kept]
+    try:
+        _mount(name, target, "tmpfs", 0, f"mode={mode}")
+        for path, fd in zip(kept, held):
+            os.makedirs(path)
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+    finally:
+        for fd in held:
+            os.close(fd)
+    return kept
+
+
+def private_run() -> None:
+    """A subprocess' preexec_fn: its own mount namespace with an empty /run, so that what a daemon (and
+    the shims and runtimes it starts) writes there at fixed paths (/run/docker/plugins, containerd's
+    /run/containerd/s, runc's /run/containerd/runc) never reaches the machine's /run, and goes when the
+    last process of the namespace ends."""
+    enter_private_mount_ns()
+    cover_with_tmpfs("/run", "gct-private-run")
 
 
 def run_in_private_mount_ns(func, *args, **kwargs):
