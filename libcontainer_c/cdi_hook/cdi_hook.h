@@ -97,7 +97,8 @@ int hook_container_rootfs(const char *bundle, const char *container_spec, char *
 char *hook_join_normpath(const char *base, const char *path);
 
 /* namespace.c: joins the mount namespace of the state's pid when this is a createRuntime (or prestart)
- * hook, which runs in the runtime's; a createContainer hook is left where it is, in the container's */
+ * hook, which runs in the runtime's; a createContainer hook is left where it is, in the container's;
+ * a pid that cannot be a container's init there (1, another process of our own namespace) is refused */
 int hook_enter_container(const struct hook_state *state, struct hook_error *err);
 
 /* ldconfig.c: the host's ldconfig (a host path) in the sandbox, scanning folders too; the cache it

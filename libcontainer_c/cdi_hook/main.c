@@ -37,7 +37,8 @@ static const char usage[] =
     "                                         copy of the driver's (PATH, default that file on the\n"
     "                                         host) saying ModifyDeviceFiles: 0\n"
     "As a createRuntime (or prestart) hook it joins the mount namespace of the state's pid first; as a\n"
-    "createContainer hook it works where it is, in the container's.\n"
+    "createContainer hook it works where it is, in the container's. A state whose pid is 1, or another\n"
+    "process of the hook's own mount namespace, is refused: that is not the container's.\n"
     "Each takes --container-spec FILE (the bundle's config.json); global --debug/--quiet are accepted.\n"
     "--version (-v) prints the version, --help this text.\n"
     "Unknown subcommands and options (from a newer spec) are warned about and skipped.\n";

@@ -45,19 +45,36 @@ static int same_file(int fd, const char *path)
     return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* A waiting init in our own mount namespace: runc runs a createContainer hook from the container's
+ * init, so in a container without a pid namespace of its own the state's pid is our parent and its
+ * namespace, ours, is the container's. Any other process there means the hook was started where the
+ * container is not (a createRuntime or prestart hook in the runtime's namespace, the host's): working
+ * there would mount on the host what belongs in the container. */
+static int is_our_runtime_init(long pid)
+{
+    return pid == (long)getppid();
+}
+
 int hook_enter_container(const struct hook_state *state, struct hook_error *err)
 {
     char path[64];
     int fd, rc = 0;
 
-    if (!state->waiting || state->pid <= 1 || !in_procfs_pid_namespace())
+    if (!state->waiting || state->pid <= 0 || !in_procfs_pid_namespace())
         return 0;   /* a createContainer hook: already in the container's mount namespace */
+    if (state->pid == 1)   /* in /proc's pid namespace, pid 1 is the machine's init, never a container's */
+        return hook_fail(err, "stdin", "the container state's pid is 1, not a container's init: refusing to "
+                         "work in the machine's mount namespace");
     snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", state->pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return hook_fail(err, path, "cannot open the container's mount namespace: %s", strerror(errno));
-    if (!same_file(fd, "/proc/self/ns/mnt") && setns(fd, CLONE_NEWNS) < 0)
-        rc = hook_fail(err, path, "cannot enter the container's mount namespace: %s", strerror(errno));
+    if (!same_file(fd, "/proc/self/ns/mnt")) {
+        if (setns(fd, CLONE_NEWNS) < 0)
+            rc = hook_fail(err, path, "cannot enter the container's mount namespace: %s", strerror(errno));
+    } else if (!is_our_runtime_init(state->pid))
+        rc = hook_fail(err, path, "the container's init shares the hook's mount namespace: refusing to work "
+                       "outside a container's");
     close(fd);
     return rc;
 }

@@ -62,7 +62,8 @@ def world(tmp_path, base_rootfs):
 
 
 def run_hook(bundle, args, env=None, cwd=None, timeout=60):
-    state = {"ociVersion": "1.0.2", "id": "hostile", "status": "creating", "pid": 1, "bundle": str(bundle)}
+    # crun's createContainer state: the hook works where it is started
+    state = {"ociVersion": "1.0.2", "id": "hostile", "status": "created", "pid": 0, "bundle": str(bundle)}
     return subprocess.run([str(HOOK), *args], input=json.dumps(state), capture_output=True, text=True,
                           cwd=str(cwd or bundle / "rootfs"), env=env or {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
                           timeout=timeout)

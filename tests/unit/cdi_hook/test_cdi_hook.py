@@ -222,8 +222,8 @@ def test_links_and_ld_cache_in_one_run(bundle):
             "update-ldcache", "--folder", "/opt/vendor/lib"]
     assert "libgctcdi" not in cache_listing(root)
     # cwd is the rootfs, as under runc: the hook must not care
-    result = run_hook(args, {"ociVersion": "1.0.2", "id": "c", "status": "creating", "pid": 1,
-                             "bundle": str(bundle)}, cwd=str(root))
+    result = run_hook(args, {"ociVersion": "1.0.2", "id": "c", "status": "created", "pid": 0,   # crun's
+                             "bundle": str(bundle)}, cwd=str(root))                     # createContainer state
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert os.readlink(root / "opt/vendor/lib/libgctcdi.so.1") == "libgctcdi.so.550.54.15"

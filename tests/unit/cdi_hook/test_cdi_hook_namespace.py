@@ -90,15 +90,13 @@ def test_a_create_runtime_hook_works_in_the_containers_mount_namespace(bundle, c
 
 
 @needs_root
-@pytest.mark.parametrize("case", ["pid 1 (runc's createContainer state)", "pid 0 (crun's)", "running",
-                                  "stopped", "no status", "pid as a float", "pid as a string"])
+@pytest.mark.parametrize("case", ["pid 0 (crun's createContainer state)", "running", "stopped", "no status",
+                                  "pid as a float", "pid as a string"])
 def test_otherwise_the_hook_stays_where_it_is(bundle, container_init, tmp_path, case):
     """Not a waiting init's pid: the work is done in the hook's own namespace (where a createContainer
     hook already is the container's), so here ldconfig finds only the empty placeholder."""
     doc = state(bundle, container_init)
-    if case.startswith("pid 1"):
-        doc["pid"] = 1
-    elif case.startswith("pid 0"):
+    if case.startswith("pid 0"):
         doc["pid"] = 0
     elif case in ("running", "stopped"):
         doc["status"] = case
@@ -117,10 +115,13 @@ def test_otherwise_the_hook_stays_where_it_is(bundle, container_init, tmp_path, 
 
 
 @needs_root
-def test_a_hook_in_another_pid_namespace_than_procs_stays(bundle, container_init):
-    """A createContainer hook runs in the container's pid namespace with the host's /proc: the pid it
-    reads for itself there differs from its own, and it never takes the state's pid as its init."""
-    result = run_in_runtime_namespace(ARGS, state(bundle, container_init), prefix=("unshare", "--pid", "--fork"))
+@pytest.mark.parametrize("pid", ["1", "init"])   # runc's createContainer state; any pid
+def test_a_hook_in_another_pid_namespace_than_procs_stays(bundle, container_init, pid):
+    """A createContainer hook runs in the container's pid namespace with the host's /proc (runc's state
+    then says pid 1): the pid it reads for itself there differs from its own, and it never takes the
+    state's pid as its init."""
+    doc = state(bundle, 1 if pid == "1" else container_init)
+    result = run_in_runtime_namespace(ARGS, doc, prefix=("unshare", "--pid", "--fork"))
     assert result.returncode == 0, result
     assert "libgctcdi" not in cache_listing(bundle / "rootfs")
 
@@ -133,14 +134,56 @@ def test_an_init_that_is_gone_is_one_line(bundle):
 
 
 @needs_root
-def test_the_init_of_the_hooks_own_namespace_needs_no_entering(bundle, library):
-    """The state's pid in the hook's own mount namespace (a runtime that runs its createRuntime hooks
-    there): nothing to join, the work is done."""
+def test_pid_1_is_refused(bundle, tmp_path):
+    """pid 1 in the pid namespace of the hook's /proc is that namespace's init (the machine's), never a
+    waiting container's: the hook would work in the machine's mount namespace. Here pid 1 is the shell
+    of a pid namespace of its own with its own /proc, in the private namespace the hook starts in, so
+    nothing reaches the machine even if the hook did its work."""
+    args = [*ARGS, "disable-device-node-modification", "--params-file", str(tmp_path / "driver-params")]
+    result = run_in_runtime_namespace(args, state(bundle, 1),
+                                      prefix=("unshare", "--pid", "--fork", "--mount-proc"))
+    assert result.stdout == "0\n", result             # no params copy mounted where the hook was
+    assert error_line(result) == "the container state's pid is 1, not a container's init: refusing to work " \
+        "in the machine's mount namespace (stdin)"
+    assert "libgctcdi" not in cache_listing(bundle / "rootfs")
+    assert not (bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / "libgctcdi.so.1").is_symlink()
+
+
+def own_namespace_script(library: Path, bundle: Path, pid: str) -> str:
+    """In the namespace the hook starts in: the library on the placeholder, the hook given `pid` (a
+    shell expression) as the waiting init, then how many params copies that namespace has."""
     placeholder = bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY
-    script = (f"mount --bind '{library}' '{placeholder}' && sleep 300 & sleep 0.2; "
-              f"'{HOOK}' \"$@\" <<EOF\n{{\"status\": \"creating\", \"pid\": $!, \"bundle\": \"{bundle}\"}}\nEOF\n"
-              "rc=$?; kill $!; exit $rc")
-    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *ARGS],
+    return (f"mount --bind '{library}' '{placeholder}' || exit 9\n"
+            f"sleep 300 & sleeper=$!\n"
+            f"'{HOOK}' \"$@\" <<EOF\n{{\"status\": \"creating\", \"pid\": {pid}, \"bundle\": \"{bundle}\"}}\nEOF\n"
+            f"rc=$?; kill $sleeper; grep -c '/{PARAMS_PATH} ' /proc/self/mountinfo; exit $rc")
+
+
+@needs_root
+def test_an_init_in_the_hooks_own_namespace_is_refused(bundle, library, tmp_path):
+    """The state's pid in the hook's own mount namespace, not the process running the hook: the hook
+    was started where the container is not (a createRuntime hook in the runtime's namespace, given a
+    pid of that namespace) and would mount the params copy there, on the host."""
+    args = [*ARGS, "disable-device-node-modification", "--params-file", str(tmp_path / "driver-params")]
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                             own_namespace_script(library, bundle, "$sleeper"), "sh", *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout == "0\n", result
+    line = error_line(result)
+    assert line.startswith("the container's init shares the hook's mount namespace: refusing to work outside "
+                           "a container's (/proc/") and line.endswith("/ns/mnt)"), line
+    assert "libgctcdi" not in cache_listing(bundle / "rootfs")
+
+
+@needs_root
+def test_runcs_create_container_hook_without_a_pid_namespace_works_where_it_is(bundle, library, tmp_path):
+    """runc runs a createContainer hook from the container's init: in a container without a pid
+    namespace of its own the state's pid is the hook's parent, in the hook's mount namespace (the
+    container's), and the work is done there."""
+    args = [*ARGS, "disable-device-node-modification", "--params-file", str(tmp_path / "driver-params")]
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                             own_namespace_script(library, bundle, "$$"), "sh", *args],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == "", result
+    assert result.stdout == "1\n"
     assert "libgctcdi.so.1" in cache_listing(bundle / "rootfs")
