@@ -3,6 +3,8 @@ good guest (it leaves no process, mount, cgroup or file behind on the machine)."
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,10 +27,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
 
 
+# ---- pytest's temp dirs: one private dir per run, removed at its end ---------------------------------
+
+_OWN_BASETEMP = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Without --basetemp, pytest keeps its temp dirs in /tmp/pytest-of-<user> for later runs (and
+    prunes older runs' dirs there, also those of a run beside this one): this run's go to a dir of its
+    own in TMPDIR instead, removed when the run ends. A --basetemp given is used and kept as given."""
+    if config.option.basetemp is None:
+        config.option.basetemp = config.stash[_OWN_BASETEMP] = tempfile.mkdtemp(prefix="gct-tests-")
+
+
+def pytest_unconfigure(config):
+    base = config.stash.get(_OWN_BASETEMP, None)
+    if base is None or not os.path.isdir(base):
+        return
+    # never remove through a mount a test left below it (the leftover check has failed the run then)
+    with open("/proc/self/mountinfo") as f:
+        if any(line.split()[4].startswith(base + "/") for line in f):
+            print(f"\nkept {base}: a mount is still below it")
+            return
+    shutil.rmtree(base, ignore_errors=True)
+
+
 # ---- leftovers: per test module and for the whole session ----------------------------------------
 
 _FOUND = pytest.StashKey[list]()
 _END = pytest.StashKey[dict]()
+_OTHER_WORK = pytest.StashKey[set]()
 
 
 def _markers(tmp_path_factory) -> list[str]:
@@ -39,14 +68,20 @@ def _markers(tmp_path_factory) -> list[str]:
 @pytest.fixture(scope="session", autouse=True)
 def machine_left_as_found(request, tmp_path_factory):
     """Fails the run (at the teardown of its last test) if anything that names this run's temp dirs is
-    still on the machine at the end; everything else that appeared is listed in the summary."""
+    still on the machine at the end, or anything appeared at leftovers.FIXED_PLACES while no other work
+    ran on the machine; everything else that appeared is listed in the summary."""
     request.config.stash[_FOUND] = []
+    other_work = request.config.stash[_OTHER_WORK] = set()
     before = leftovers.take()
     yield
-    found = leftovers.new_since(before, leftovers.take(), os.getpid())
+    after = leftovers.take()
+    other_work |= leftovers.other_work(before, os.getpid()) | leftovers.other_work(after, os.getpid())
+    found = leftovers.new_since(before, after, os.getpid())
     request.config.stash[_FOUND].append(("the whole run", found))
     request.config.stash[_END] = found
     ours = leftovers.certainly_ours(found, _markers(tmp_path_factory))
+    if not other_work:
+        ours["files"] = sorted(set(ours["files"]) | set(leftovers.at_fixed_places(found)))
     if any(ours.values()):
         pytest.fail("the test run left behind on the machine:\n" + "\n".join(leftovers.describe(ours)),
                     pytrace=False)
@@ -58,7 +93,10 @@ def module_left_as_found(request, machine_left_as_found):
     summary; which module leaked is what one needs to fix it."""
     before = leftovers.take()
     yield
-    found = leftovers.new_since(before, leftovers.take(), os.getpid())
+    after = leftovers.take()
+    request.config.stash[_OTHER_WORK].update(leftovers.other_work(before, os.getpid()),
+                                             leftovers.other_work(after, os.getpid()))
+    found = leftovers.new_since(before, after, os.getpid())
     if any(found.values()):
         request.config.stash[_FOUND].append((request.node.nodeid, found))
 
@@ -69,6 +107,10 @@ def pytest_terminal_summary(terminalreporter, config):
     if not end or not any(end.values()):
         return
     terminalreporter.section("left on the machine (may include other users' work meanwhile)")
+    other_work = config.stash.get(_OTHER_WORK, set())
+    if other_work and leftovers.at_fixed_places(end):
+        terminalreporter.line("not judged at fixed places, as other work ran meanwhile, e.g. "
+                              + sorted(other_work)[0][:100])
     for where, found in config.stash.get(_FOUND, []):
         kept = {kind: [item for item in items if item in end[kind]] for kind, items in found.items()}
         if any(kept.values()):

@@ -5,6 +5,13 @@ socket paths must stay under 108 bytes), runs in its own session so it can be st
 group, and is stopped at the end of the test with everything it left: processes still naming its
 dirs (containerd shims re-parent and leave the group), mounts under its dirs, then the dirs.
 
+What the daemons write at fixed paths stays theirs too: each runs in its own mount namespace with an
+empty /run (tests.support.mountns.private_run; dockerd makes /run/docker/plugins whatever its
+flags, containerd 1.6 puts its shims' sockets in /run/containerd/s, its runc shim uses
+/run/containerd/runc, ctr its FIFOs in /run/containerd/fifo: run ctr with `daemon.enter(...)`), and
+with TMPDIR in its dir (containerd writes containerd.<pid>.stacks.log there on SIGUSR1, which
+dockerd sends before it kills a containerd that stopped answering).
+
 Use the fixtures (`private_dockerd`, `private_containerd`, `private_podman`): each yields a factory that
 starts an engine with the config you give it and stops everything it started when the test ends.
 """
@@ -24,6 +31,7 @@ import pytest
 
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
 from tests.support.cgroups import remove_cgroup_everywhere
+from tests.support.mountns import private_run
 
 DOCKER_CLIENT = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else (shutil.which("docker") or "docker")
 START_TIMEOUT = 60.0
@@ -43,6 +51,14 @@ class Daemon:
     @property
     def host(self) -> str:
         return f"unix://{self.socket}"
+
+    def enter(self, argv: list[str]) -> list[str]:
+        """argv run in the daemon's mount namespace (its /run: a ctr whose FIFOs the shims must open)."""
+        return ["nsenter", f"--target={self.proc.pid}", "--mount", "--", *argv]
+
+    def mountinfo(self) -> str:
+        """The daemon's mount table: where its shims, runtimes and hooks mount."""
+        return Path(f"/proc/{self.proc.pid}/mountinfo").read_text()
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -67,12 +83,21 @@ def _wait_for(check, daemon: Daemon, what: str, timeout: float = START_TIMEOUT) 
     raise RuntimeError(f"{daemon.name} not ready after {timeout}s ({what}):\n{daemon.log_tail()}")
 
 
+def daemon_tmpdir(workdir: Path) -> Path:
+    """The TMPDIR of a daemon (and so of all it starts), removed with its workdir."""
+    tmp = workdir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return tmp
+
+
 def _spawn(name: str, argv: list[str], workdir: Path, socket: Path, owned: list[Path],
-           env: dict[str, str] | None = None) -> Daemon:
+           env: dict[str, str] | None = None, own_run: bool = True) -> Daemon:
+    """Start argv in its own session, with TMPDIR in workdir and (own_run) an empty /run of its own."""
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, **(env or {})})
+                                start_new_session=True, preexec_fn=private_run if own_run else None,
+                                env={**os.environ, "TMPDIR": str(daemon_tmpdir(workdir)), **(env or {})})
     return Daemon(name, proc, workdir, socket, log, owned)
 
 

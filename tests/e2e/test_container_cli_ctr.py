@@ -54,7 +54,7 @@ def docker_archive(root: Path, out: Path, name: str) -> Path:
 
 @pytest.fixture
 def gpu_containerd(ctr_namespace, private_containerd):
-    """(ctr(*args) -> CompletedProcess, simulated host, workdir) with the image imported."""
+    """(ctr(*args) -> CompletedProcess, simulated host, the containerd Daemon) with the image imported."""
     if not CLI.exists():
         pytest.skip("the nvidia-container-cli launcher is not installed: run `make venv`")
     workdir = short_tempdir("gct-cli-ctr-")
@@ -84,7 +84,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
            "NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config)}
 
     def ctr(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        done = subprocess.run(["ctr", "--address", str(socket), "--namespace", ctr_namespace, *args],
+        done = subprocess.run(daemon.enter(["ctr", "--address", str(socket), "--namespace", ctr_namespace, *args]),
                               capture_output=True, text=True, env=env, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"ctr {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}\n"
@@ -93,13 +93,13 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 
     image = docker_archive(make_rootfs(workdir / "image-root", glibc=True), workdir / "image.tar", IMAGE)
     ctr("image", "import", str(image))
-    yield ctr, host
+    yield ctr, host, daemon
     ctr("tasks", "ls", check=False)     # the daemon fixture stops containerd and clears its dirs
 
 
-def host_mounts_under(path: Path) -> list[str]:
-    with open("/proc/self/mountinfo") as f:
-        return [line for line in f if str(path) in line]
+def runtime_mounts_under(daemon, path: Path) -> list[str]:
+    """Mounts naming path in the mount namespace containerd, its shims and the hook run in."""
+    return [line for line in daemon.mountinfo().splitlines() if str(path) in line]
 
 
 INSIDE = r"""
@@ -113,9 +113,9 @@ ls /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 /usr/bin/nvidia-smi
 
 
 def test_ctr_run_gpus_0_gets_exactly_gpu_0(gpu_containerd):
-    ctr, host = gpu_containerd
+    ctr, host, daemon = gpu_containerd
     gpus = marker_inventory(host)["gpus"]
-    before = host_mounts_under(host)
+    before = runtime_mounts_under(daemon, host)
 
     # the hook ctr writes: our program, found in ctr's PATH, with the argv of REFERENCE §5
     ctr("containers", "create", "--gpus", "0", IMAGE, "spec-check", "true")
@@ -141,11 +141,11 @@ def test_ctr_run_gpus_0_gets_exactly_gpu_0(gpu_containerd):
     if (host / "usr/lib/i386-linux-gnu").is_dir():   # --compat32: the 32-bit ones too
         assert "\tlibcuda.so.1 => /usr/lib/i386-linux-gnu/libcuda.so.1" in cache
     assert out[-2:] == ["/usr/bin/nvidia-smi", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"]
-    assert host_mounts_under(host) == before == []
+    assert runtime_mounts_under(daemon, host) == before == []
 
 
 def test_ctr_run_gpus_1_gets_only_gpu_1(gpu_containerd):
-    ctr, host = gpu_containerd
+    ctr, host, daemon = gpu_containerd
     gpus = marker_inventory(host)["gpus"]
     out = ctr("run", "--rm", "--gpus", "1", IMAGE, "gpu1", "sh", "-c",
               "ls /dev | grep -E '^nvidia[0-9]+$'; nvidia-smi -L").stdout.splitlines()
@@ -154,10 +154,10 @@ def test_ctr_run_gpus_1_gets_only_gpu_1(gpu_containerd):
 
 
 def test_ctr_run_unknown_gpu_does_not_start(gpu_containerd):
-    ctr, host = gpu_containerd
+    ctr, host, daemon = gpu_containerd
     done = ctr("run", "--rm", "--gpus", "5", IMAGE, "gpu5", "true", check=False)
     assert done.returncode != 0
     assert "nvidia-container-cli: error: unknown device id '5': no such GPU or MIG device (--device)" in done.stderr
     assert "Traceback" not in done.stderr
     assert ctr("tasks", "ls", "-q").stdout.strip() == ""
-    assert host_mounts_under(host) == []
+    assert runtime_mounts_under(daemon, host) == []

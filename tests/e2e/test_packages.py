@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from cdi.nvml import NVML_INVENTORY_PROGRAM
-from tests.e2e.engines import (Daemon, _spawn, _wait_for, busybox_image_tar, docker, dockerd_private_args, stop_daemon,
-                               unique_cgroup_parent)
+from tests.e2e.engines import (Daemon, _spawn, _wait_for, busybox_image_tar, daemon_tmpdir, docker,
+                               dockerd_private_args, stop_daemon, unique_cgroup_parent)
 from tests.support.pkgtools import PACKAGING, REPO, load_pkgtools
 
 pytestmark = pytest.mark.e2e
@@ -680,8 +680,10 @@ def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tre
         cgroup_parent = unique_cgroup_parent("dockerd")
         argv = host.prefix() + [
             "env", "-i", f"PATH={CLEAN_PATH}", f"NVIDIA_CTK_CONFIG_FILE_PATH={config}",
+            f"TMPDIR={daemon_tmpdir(workdir)}",
             "dockerd", *dockerd_private_args(workdir, socket, daemon_json, cgroup_parent)]
-        daemon = _spawn("dockerd", argv, workdir, socket, [workdir / "data", workdir / "exec"])
+        # in the overlaid host's namespace (its /run is that host's), not one of its own
+        daemon = _spawn("dockerd", argv, workdir, socket, [workdir / "data", workdir / "exec"], own_run=False)
         daemon.cgroup_parent = cgroup_parent
         _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,
                   daemon, "its API answered")

@@ -129,7 +129,7 @@ def test_ctr_run_with_the_shim_as_runc_binary(setup, workdir, ctr_namespace, pri
 
     def ctr_run(*env: str) -> subprocess.CompletedProcess:
         rootfs = make_rootfs(workdir / f"rootfs-{uuid.uuid4().hex[:6]}", glibc=True)
-        args = ["ctr", "--address", str(daemon.socket), "--namespace", ctr_namespace, "run", "--rm",
+        args = [*daemon.enter(["ctr"]), "--address", str(daemon.socket), "--namespace", ctr_namespace, "run", "--rm",
                 "--runc-binary", str(SHIM)]
         for e in ("PATH=/usr/bin:/bin:/usr/sbin:/sbin", *env):  # no image config: no PATH otherwise
             args += ["--env", e]

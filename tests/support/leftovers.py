@@ -2,7 +2,10 @@
 runtimes and engines write to. `take()` records them; `new_since(before, after)` says what appeared.
 
 Other people may use the machine at the same time, so only what names a path of this run (its pytest
-base temp dir) is certainly ours; everything else that appeared is reported, not judged.
+base temp dir) is certainly ours; everything else that appeared is reported, not judged. Except at
+FIXED_PLACES, where daemons, runtimes and pytest write whatever their flags (a test gives each a place
+of its own instead): a path that appears there fails the run when no other such work was seen on the
+machine meanwhile (`other_work`), and is reported otherwise.
 """
 from __future__ import annotations
 
@@ -14,6 +17,13 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # where runtimes, engines and CDI keep state outside a test's own dirs (/var/run is /run)
 WATCHED_DIRS = ("/run/cdi", "/var/run/cdi", "/etc/cdi", "/run/runc", "/run/crun", "/run/containerd", "/run/docker",
                 "/run/containers", "/run/libpod", "/run/nvidia-container-toolkit", "/tmp")
+# places where nothing of a test run may appear: dockerd's /run/docker/plugins, containerd 1.6's
+# /run/containerd/{s,fifo,runc} and /tmp/containerd.<pid>.stacks.log (in TMPDIR), pytest's own
+# /tmp/pytest-of-<user>, the system's CDI spec dirs and the programs' default cache dir
+FIXED_PLACES = ("/run/docker/", "/run/containerd/", "/run/cdi/", "/var/run/cdi/", "/etc/cdi/",
+                "/run/nvidia-container-toolkit/", "/tmp/containerd.", "/tmp/pytest-of-")
+# processes that are such work: another test run, an engine, a benchmark or the demo
+OTHER_WORK_WORDS = ("pytest", "dockerd", "containerd", "podman", "-m bench", "demo.py")
 # an orphaned process is reported when its command line has one of these (what tests start)
 RUNTIME_WORDS = ("runc", "crun", "conmon", "containerd", "dockerd", "docker-proxy", "podman", "catatonit", "sleep",
                  "unshare", "nsenter", "nvidia", "gct-", "pytest")
@@ -87,12 +97,14 @@ def _subdirs(path: str) -> list[str]:
 
 
 def _files() -> set[str]:
+    """The entries of each of WATCHED_DIRS, and each of these dirs itself (`/run/docker/`) when it is there."""
     found = set()
     for d in WATCHED_DIRS:
         try:
             found.update(os.path.join(d, name) for name in os.listdir(d))
         except OSError:
-            pass
+            continue
+        found.add(d + "/")
     return found
 
 
@@ -119,6 +131,27 @@ def _machine_own(path: str) -> bool:
 def certainly_ours(found: dict[str, list[str]], markers: list[str]) -> dict[str, list[str]]:
     """The part of `found` that names one of markers (paths only this run uses)."""
     return {kind: [item for item in items if any(m in item for m in markers)] for kind, items in found.items()}
+
+
+def at_fixed_places(found: dict[str, list[str]]) -> list[str]:
+    """The files of `found` at FIXED_PLACES."""
+    return [f for f in found["files"] if f.startswith(FIXED_PLACES)]
+
+
+def other_work(snapshot: Snapshot, own_pid: int) -> set[str]:
+    """Command lines of processes in snapshot that are other work on the machine: of OTHER_WORK_WORDS,
+    neither started by own_pid (its children's children included) nor one of those that started it
+    (`make test`, `timeout ... pytest`)."""
+    def line_up(pid: int) -> list[int]:
+        chain = []
+        while pid in snapshot.processes and pid not in chain:
+            chain.append(pid)
+            pid = snapshot.processes[pid][0]
+        return chain
+
+    ancestors = set(line_up(own_pid))
+    return {cmd for pid, (_ppid, cmd) in snapshot.processes.items()
+            if any(word in cmd for word in OTHER_WORK_WORDS) and pid not in ancestors and own_pid not in line_up(pid)}
 
 
 def describe(found: dict[str, list[str]]) -> list[str]:

@@ -1,6 +1,7 @@
 """tests.support.leftovers, the suite's check that it leaves nothing behind: what counts as new, and
 what is certainly this run's."""
-from tests.support.leftovers import Snapshot, certainly_ours, new_since
+from tests.support import leftovers
+from tests.support.leftovers import Snapshot, at_fixed_places, certainly_ours, new_since
 
 
 def test_new_orphaned_runtime_processes_mounts_cgroups_and_files_are_reported():
@@ -27,3 +28,32 @@ def test_only_what_names_this_run_is_certainly_ours():
              "mounts": [], "cgroups": ["/sys/fs/cgroup/pids/gct-shim-1"], "files": []}
     assert certainly_ours(found, ["/tmp/pytest-of-root/pytest-7/"]) == {
         "processes": [found["processes"][0]], "mounts": [], "cgroups": [], "files": []}
+
+
+def test_new_watched_dirs_and_their_entries_count_as_files(tmp_path, monkeypatch):
+    """A watched dir that was not there is new itself (`/run/docker/` with `/run/docker/plugins`)."""
+    watched = tmp_path / "run-docker"
+    monkeypatch.setattr(leftovers, "WATCHED_DIRS", (str(watched),))
+    before = leftovers.take()
+    (watched / "plugins").mkdir(parents=True)
+    assert new_since(before, leftovers.take(), own_pid=0)["files"] == [f"{watched}/", f"{watched}/plugins"]
+
+
+def test_what_appears_at_fixed_places_is_picked_out():
+    found = {"processes": [], "mounts": [], "cgroups": [],
+             "files": ["/run/docker/", "/run/docker/plugins", "/run/containerd/s", "/tmp/containerd.42.stacks.log",
+                       "/tmp/pytest-of-root", "/tmp/someone-elses", "/run/user/0"]}
+    assert at_fixed_places(found) == ["/run/docker/", "/run/docker/plugins", "/run/containerd/s",
+                                      "/tmp/containerd.42.stacks.log", "/tmp/pytest-of-root"]
+
+
+def test_other_work_is_what_neither_this_run_started_nor_started_it():
+    snapshot = Snapshot({1: (0, "/sbin/init"),
+                         5: (1, "timeout 900 python -m pytest tests"),     # started this run
+                         10: (5, "python -m pytest tests"),               # this run
+                         11: (10, "dockerd --data-root /tmp/x"),           # started by it
+                         12: (11, "containerd --config /tmp/x/c.toml"),
+                         20: (1, "python -m pytest tests/unit"),           # another run
+                         21: (1, "/usr/bin/containerd"),                   # the machine's engine
+                         22: (1, "sleep 5")})
+    assert leftovers.other_work(snapshot, own_pid=10) == {"python -m pytest tests/unit", "/usr/bin/containerd"}
