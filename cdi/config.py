@@ -15,12 +15,12 @@ from cdi.errors import ConfigError, InvalidNameError
 from cdi.log import get_logger
 from cdi.qualified_name import parse_kind
 from cdi.record import MISSING, Record, field, fields, is_record, replace
+from cdi.regular_file import config_text, read_config_file
 
 log = get_logger(__name__)  # imports logging only when a message can be shown
 
 CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
 RELATIVE_PATH = "nvidia-container-runtime/config.toml"
-MAX_CONFIG_BYTES = 1024 * 1024
 
 MODES = ("auto", "legacy", "cdi", "csv", "jit-cdi")
 LOG_LEVELS = ("trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")
@@ -206,29 +206,6 @@ def config_from_document(table: dict, source: str) -> Config:
     return replace(config, source=source)
 
 
-def _read_config_file(path: str) -> tuple[bytes, os.stat_result]:
-    """At most MAX_CONFIG_BYTES + 1 bytes of a regular file and its fstat taken after the read (the
-    identity of exactly what was read: cdi.config_cache). Opened with O_NONBLOCK: a FIFO put there must
-    not hang every program; a directory or a device is refused as a FIFO is (EINVAL's words)."""
-    import errno
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        chunks, size = [], 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks), os.fstat(fd)
-    finally:
-        os.close(fd)
-
-
 def kept_config_dir(path: str | os.PathLike | None = None, environ: dict | None = None) -> str | None:
     """Where load_config(path, environ, use_cache=True) keeps the parsed config (cdi.config_cache), and
     the prestart hook its driver files (cdi.driver_files_cache); None: nothing is kept."""
@@ -244,14 +221,10 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
     use_cache: keep the parsed document between runs where cdi.config_cache allows (the shim and the
     prestart hook)."""
     path = os.fsdecode(path) if path is not None else config_path(environ)
-    try:
-        data, st = _read_config_file(path)
-    except FileNotFoundError:
+    read = read_config_file(path)
+    if read is None:
         return Config()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", path) from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config larger than {MAX_CONFIG_BYTES} bytes", path)
+    data, st = read
     cache_dir = None
     if use_cache:
         from cdi import config_cache
@@ -263,10 +236,7 @@ def load_config(path: str | os.PathLike | None = None, environ: dict | None = No
                 return config_from_document(document, path)
             except ConfigError:   # a kept document that fails its checks: the file itself decides
                 pass
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError("config is not UTF-8 text", path) from None
+    text = config_text(data, path)
     document = _parse_toml(text, path)
     config = config_from_document(document, path)   # a config that fails its checks is not kept
     if cache_dir:

@@ -67,6 +67,8 @@ def parse_document(text: str, source: str):
         return tomlkit.parse(text)
     except ParseError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source) from None
+    except RecursionError:   # tomlkit bounds nesting itself; this keeps any deeper path one line too
+        raise ConfigError("invalid TOML: nested too deeply", source) from None
 
 
 def set_key(document, key: str, value: object, source: str) -> None:

@@ -23,7 +23,7 @@ from ctk.errors import CliError
 @click.option("--output", "-o", metavar="FILE", help="Write the result to FILE [stdout].")
 def config(config_file, settings, set_list_separator, in_place, output) -> None:
     """Print the config file with the --set keys changed, or write it (--in-place, --output)."""
-    from cdi.config import MAX_CONFIG_BYTES, config_path
+    from cdi.config import config_path
     from cdi.config_edit import check_document, parse_document, parse_setting, render_document, set_key
     from cdi.errors import ConfigError
     from ctk.files import make_parent_dirs
@@ -36,8 +36,6 @@ def config(config_file, settings, set_list_separator, in_place, output) -> None:
     source = config_file or config_path()
     try:
         text = read_config_text(source) or ""
-        if len(text) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config larger than {MAX_CONFIG_BYTES} bytes", source)
         document = parse_document(text, source)
         for setting in settings:
             set_key(document, *parse_setting(setting, set_list_separator), source)

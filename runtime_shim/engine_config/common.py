@@ -16,8 +16,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cdi.errors import what_where
+from cdi.errors import ConfigError, what_where
 from cdi.new_file import create_new_file
+from cdi.regular_file import config_text, read_config_file
 
 RUNTIME_EXECUTABLE = "nvidia-container-runtime"
 HOOK_EXECUTABLE = "nvidia-container-runtime-hook"
@@ -104,20 +105,24 @@ class Plan:
 
 
 def read_config_text(path: str) -> str | None:
-    """The file's text, or None when it does not exist. Anything else unreadable is an error."""
+    """The file's text, or None when it does not exist; read as every config file is
+    (cdi.regular_file.read_config_file: bounded, a symlink followed to a regular file only, never
+    blocking). Anything else unreadable is an error."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise EngineConfigError("is a directory, expected a config file", path) from None
-    except OSError as exc:
-        raise EngineConfigError(f"cannot read config: {exc.strerror}", path) from None
+        read = read_config_file(path)
+        return None if read is None else config_text(read[0], path)
+    except ConfigError as exc:
+        raise EngineConfigError(exc.what, exc.where) from None
+
+
+def parse_json(text: str, path: str) -> object:
+    """json.loads(text); an invalid or too deeply nested document is an EngineConfigError naming path."""
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EngineConfigError(f"config is not UTF-8 text (byte {exc.start})", path) from None
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EngineConfigError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", path) from None
+    except RecursionError:
+        raise EngineConfigError("invalid JSON: nested too deeply", path) from None
 
 
 def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
@@ -189,6 +194,3 @@ def find_program(name: str, next_to: list[str] | tuple[str, ...] = ()) -> str:
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-
-def json_line_location(exc: json.JSONDecodeError) -> str:
-    return f"line {exc.lineno} column {exc.colno}"

@@ -58,6 +58,8 @@ def parse_toml(text: str | None, path: str) -> tomlkit.TOMLDocument:
         return tomlkit.parse(text or "")
     except TOMLKitError as exc:
         raise EngineConfigError(f"invalid TOML: {' '.join(str(exc).split())}", path) from None
+    except RecursionError:   # tomlkit bounds nesting itself; this keeps any deeper path one line too
+        raise EngineConfigError("invalid TOML: nested too deeply", path) from None
 
 
 def config_version(doc: tomlkit.TOMLDocument, path: str, default: int = 2) -> int:

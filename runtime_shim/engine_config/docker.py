@@ -19,7 +19,7 @@ from runtime_shim.engine_config.common import (
     FileChange,
     Plan,
     RuntimeRequest,
-    json_line_location,
+    parse_json,
     read_config_text,
     sha256_text,
 )
@@ -40,10 +40,7 @@ def undo_record_path(config_path: str) -> str:
 def load_daemon_json(text: str | None, path: str) -> dict:
     if text is None or not text.strip():
         return {}
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EngineConfigError(f"invalid JSON: {exc.msg} at {json_line_location(exc)}", path) from None
+    obj = parse_json(text, path)
     if not isinstance(obj, dict):
         raise EngineConfigError("invalid daemon.json: the top level must be a JSON object", path)
     return obj
@@ -114,7 +111,7 @@ class _TextEdits:
             try:
                 if json.loads(self.editor.text) == self.obj:
                     return self.editor.text
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
             # never write something other than the document meant: fall back to re-dumping it
         return render_daemon_json(self.obj, self.original)
@@ -139,7 +136,7 @@ def _load_record(config_path: str) -> tuple[str | None, dict | None]:
         return None, None
     try:
         record = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):   # not ours: --remove undoes key by key
         return text, None
     if not isinstance(record, dict) or not isinstance(record.get("changes"), list):
         return text, None

@@ -17,7 +17,7 @@ from runtime_shim.engine_config.common import (
     FileChange,
     Plan,
     RuntimeRequest,
-    json_line_location,
+    parse_json,
     read_config_text,
 )
 
@@ -42,10 +42,7 @@ def _load_existing(path: str) -> str | None:
     text = read_config_text(path)
     if text is None:
         return None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EngineConfigError(f"invalid JSON: {exc.msg} at {json_line_location(exc)}", path) from None
+    doc = parse_json(text, path)
     hook = doc.get("hook") if isinstance(doc, dict) else None
     if not isinstance(hook, dict):
         hook = {}
