@@ -20,13 +20,15 @@ MAX_DEPTH = 256   # levels of objects and lists; an OCI config.json has about 6
 # a member's shape: a type, or (list, item shape), or (dict, {member: shape}), or (dict, shape of every value).
 # Members not named are not looked at (Go ignores unknown ones too).
 STR, INT = str, int
-STRS, INTS = (list, str), (list, int)
+STRS = (list, str)
+# a uid or gid: an integer runc can take (Go's uint32); NaN and 1e3 are not integers to begin with
+ID = (int, range(0, 1 << 32))
 HOOK = (dict, {"path": STR, "args": STRS, "env": STRS, "timeout": INT})
 SHAPE = (dict, {
     "process": (dict, {
         "env": STRS,
         "capabilities": (dict, {"bounding": STRS}),
-        "user": (dict, {"uid": INT, "gid": INT, "additionalGids": INTS}),
+        "user": (dict, {"uid": ID, "gid": ID, "additionalGids": (list, ID)}),
     }),
     "mounts": (list, (dict, {"destination": STR, "source": STR, "type": STR, "options": STRS})),
     "annotations": (dict, STR),
@@ -67,6 +69,11 @@ def _check_shape(value: object, shape: object, name: str, where: str) -> None:
         what = f'"{name}" is' if not name.endswith("]") else f'an item of "{name.partition("[")[0]}" is'
         raise OciConfigError(f"config.json: {what if where else 'the document is'} not {_KINDS[kind]}", where or "$")
     if inner is None:
+        return
+    if isinstance(inner, range):
+        if value not in inner:
+            what = f'"{name}"' if not name.endswith("]") else f'an item of "{name.partition("[")[0]}"'
+            raise OciConfigError(f"config.json: {what} is not an id from {inner.start} to {inner.stop - 1}", where)
         return
     if kind is list:
         if inner in _SCALARS and set(map(type, value)) <= {inner}:   # the usual case, tested in C

@@ -73,6 +73,12 @@ def test_a_full_config_json_is_used_as_it_is():
     ({"process": {"user": {"gid": True}}}, 'config.json: "gid" is not an integer (process.user.gid)'),
     ({"process": {"user": {"additionalGids": [1.5]}}},
      'config.json: an item of "additionalGids" is not an integer (process.user.additionalGids[0])'),
+    ({"process": {"user": {"uid": -1}}}, 'config.json: "uid" is not an id from 0 to 4294967295 (process.user.uid)'),
+    ({"process": {"user": {"gid": 2 ** 32}}},
+     'config.json: "gid" is not an id from 0 to 4294967295 (process.user.gid)'),
+    ({"process": {"user": {"additionalGids": [0, 10 ** 150]}}},
+     'config.json: an item of "additionalGids" is not an id from 0 to 4294967295 (process.user.additionalGids[1])'),
+    ({"process": {"user": {"uid": float("nan")}}}, 'config.json: "uid" is not an integer (process.user.uid)'),
     ({"annotations": []}, 'config.json: "annotations" is not an object (annotations)'),
     ({"annotations": {"cdi.k8s.io/a": 1}}, 'config.json: "cdi.k8s.io/a" is not a string (annotations.cdi.k8s.io/a)'),
     ({"hooks": []}, 'config.json: "hooks" is not an object (hooks)'),
@@ -147,12 +153,18 @@ PROGRAM_CASES = [
     ('"mounts": [{"destination": ["/a"], "source": "/b"}]',
      'config.json: "destination" is not a string (mounts[0].destination)'),
     ('"annotations": {"a": "\\udc80"}', "config.json: a string holds a lone surrogate (annotations.a)"),
+    ('"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"], "user": {"uid": 4294967296, "gid": 0}}',
+     'config.json: "uid" is not an id from 0 to 4294967295 (process.user.uid)'),
+    ('"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"], "user": {"uid": 0, "gid": -1}}',
+     'config.json: "gid" is not an id from 0 to 4294967295 (process.user.gid)'),
+    ('"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"], "user": {"uid": NaN, "gid": 0}}',
+     'config.json: "uid" is not an integer (process.user.uid)'),
 ]
 
 
 def config_json(member: str) -> str:
-    return ('{"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"]}, '
-            + member + "}")
+    process = "" if member.startswith('"process"') else '"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"]}, '
+    return '{"ociVersion": "1.0.2", "root": {"path": "rootfs"}, ' + process + member + "}"
 
 
 def one_line(stderr: str, program: str) -> str:
