@@ -42,6 +42,8 @@ class Registry(Record):
     devices: dict[str, RegisteredDevice] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)   # unreadable or invalid files
     conflicts: list[str] = field(default_factory=list)      # one line each
+    # name -> (priority, the two files) of a device defined twice in one dir
+    conflicting: dict[str, tuple[int, str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.spec_dirs = tuple(str(d) for d in self.spec_dirs)
@@ -115,8 +117,7 @@ class Registry(Record):
             return None
 
     def refresh(self) -> None:
-        self.devices, self.problems, self.conflicts = {}, [], []
-        conflicted: dict[str, int] = {}  # name -> priority at which it conflicts
+        self.devices, self.problems, self.conflicts, self.conflicting = {}, [], [], {}
         listed, files = self.spec_files()
         for priority, path in files:
             spec = self.load_spec(path)
@@ -124,12 +125,12 @@ class Registry(Record):
                 continue
             for device in spec.devices:
                 name = f"{spec.kind}={device.name}"
-                if conflicted.get(name, -1) >= priority:
+                if name in self.conflicting and self.conflicting[name][0] >= priority:
                     continue
                 old = self.devices.get(name)
                 if old is not None and old.priority == priority:
                     self.conflicts.append(f"device {name} defined in both {old.path} and {path}")
-                    conflicted[name] = priority
+                    self.conflicting[name] = (priority, old.path, path)
                     del self.devices[name]
                     continue
                 self.devices[name] = RegisteredDevice(name, device, spec, path, priority)
@@ -147,6 +148,10 @@ class Registry(Record):
                 unknown.append(repr(name))
                 continue
             if name not in self.devices:
+                if name in self.conflicting:   # the message says which files to look at
+                    _, first, second = self.conflicting[name]
+                    raise RequestError(f"CDI device {name} is defined in both {first} and {second}; "
+                                       "remove one of them", "spec dirs " + ", ".join(self.spec_dirs))
                 unknown.append(name)
         if unknown:
             raise RequestError(f"unresolvable CDI device{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",

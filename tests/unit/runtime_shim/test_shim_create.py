@@ -73,6 +73,18 @@ def test_cdi_mode_unknown_device_fails_with_nothing_changed(shim, tmp_path):
     assert set(entry) == {"level", "msg", "time"}
 
 
+def test_a_device_defined_in_two_spec_files_names_both(shim, tmp_path):
+    # a second file in the same dir defining the same devices: neither counts, and the line says which two
+    (shim.spec_dir / "other.json").write_bytes((shim.spec_dir / "nvidia.json").read_bytes())
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"]))
+    result = create(shim, bundle)
+    assert result.returncode == 1
+    assert result.stderr == (f"nvidia-container-runtime: error: CDI device {KIND}=1 is defined in both "
+                             f"{shim.spec_dir}/nvidia.json and {shim.spec_dir}/other.json; remove one of them "
+                             f"(spec dirs {shim.spec_dir})\n")
+    assert not shim.calls()
+
+
 def test_text_log_format_is_runcs(shim, tmp_path):
     bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=7"]))
     result = shim.run("--log", str(tmp_path / "runc.log"), "create", "-b", str(bundle), "ctr")
