@@ -46,8 +46,9 @@ PROGRAMS = {
     "nvidia-container-cli": "hook.cli",
     "nvidia-ctk": "ctk.main",
     "gct-launcher-probe": "libcontainer_c.launcher_probe",
+    "gct-launcher-probe-ctk": "libcontainer_c.launcher_probe",
 }
-TEST_ONLY_PROGRAMS = ("gct-launcher-probe",)
+TEST_ONLY_PROGRAMS = ("gct-launcher-probe", "gct-launcher-probe-ctk")
 # The NVML transcript reader the launcher runs (installed under cdi.nvml.NVML_INVENTORY_PROGRAM); the
 # NVML declarations it #includes are the binding's, cdi/nvml_abi.h.
 NVML_INVENTORY_SOURCE = PACKAGE_DIR / "nvml_inventory.c"

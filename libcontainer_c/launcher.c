@@ -2,20 +2,23 @@
  * The launcher: a small statically linked program that starts our root-run programs: the Python
  * ones, and nvidia-cdi-hook, which is C and runs inside the launcher itself (no interpreter).
  *
- * Why it exists: runc runs our hooks as root with an environment that may come from the container
- * image (REFERENCE §4, §6), and pip rewrites console-script shebangs without interpreter flags
- * (REFERENCE §5). So each root-run program is installed as a copy of this binary. It
+ * Why it exists: runc runs our hooks as root, and a hook entry without `env` gets runc's or the
+ * container's environment, which an image sets (LD_PRELOAD ...); and pip rewrites console-script
+ * shebangs without interpreter flags. So each root-run program is installed as a copy of this binary. It
  *   - is static, so LD_PRELOAD and LD_LIBRARY_PATH cannot put code into it;
  *   - keeps only an allowlist of environment variables (PATH, NVIDIA_*, XDG_CONFIG_HOME);
+ *   - never hands the interpreter (a dynamic program) a variable glibc's secure mode drops (LD_*,
+ *     MALLOC_*, GCONV_PATH, ...: unsecure_names below), whatever the program and its command line;
  *   - runs `python -I -S` (no PYTHON* variables, no user site, no site.py or .pth side effects) with
  *     the install's own import path baked in at install time by libcontainer_c/install_launchers.py;
  *   - picks the program by its own file name (readlink /proc/self/exe), never by argv[0], which the
  *     caller controls.
  * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly, and so
- * does `nvidia-ctk [--debug|-d|--quiet|-q] hook ...` (NVIDIA's older specs run their hooks through
- * nvidia-ctk): it is nvidia-cdi-hook, and an image's environment, which runc hands to a hook without
- * `env`, never reaches an interpreter. Every other nvidia-ctk command is the admin's: Python gets the caller's
- * environment (`-I` still ignores PYTHON* variables and the user site).
+ * does `nvidia-ctk [global options] hook ...` in every spelling (NVIDIA's older specs run their hooks
+ * through nvidia-ctk; admin_start below): it is nvidia-cdi-hook, and an image's environment never
+ * reaches an interpreter. Every other nvidia-ctk command line that click reads as its own is the
+ * admin's: Python gets the caller's environment less the unsecure variables (`-I` still ignores
+ * PYTHON* variables and the user site).
  *
  * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_CODE,
  * GCT_TOOLKIT_NAME, GCT_TOOLKIT_VERSION) and runs
@@ -59,8 +62,9 @@ struct program {
     const char *name;   /* installed file name */
     const char *target; /* "package.module:function" run with sys.argv = [name, args...]; NULL: native */
     int (*native_main)(int argc, char **argv); /* a C program run right here */
-    const char *native_command; /* with a target: the command (after global flags) that runs native_main */
-    int keeps_environment;      /* the caller's environment for Python, not the allowlist */
+    const char *native_command; /* with a target: the command (after global options) that runs native_main */
+    int keeps_environment;      /* an admin CLI: the caller's environment for Python (less the loader's
+                                 * variables), not the allowlist, for a command line it reads as its own */
 };
 
 static const struct program programs[] = {
@@ -73,6 +77,8 @@ static const struct program programs[] = {
     {"nvidia-ctk", "ctk.main:main", cdi_hook_main, "hook", 1},
     /* used by the tests: prints what the Python side sees (argv, environment, sys.flags, sys.path) */
     {"gct-launcher-probe", "libcontainer_c.launcher_probe:main", NULL, NULL, 0},
+    /* the same, classifying its command line as nvidia-ctk does (its `hook` is nvidia-cdi-hook) */
+    {"gct-launcher-probe-ctk", "libcontainer_c.launcher_probe:main", cdi_hook_main, "hook", 1},
 };
 
 /* Beside a launcher that pip installed: "#!/path/to/python" (see the top) */
@@ -82,13 +88,19 @@ static const char *const kept_prefixes[] = {"NVIDIA_", NULL};
 static const char *const kept_names[] = {"PATH", "XDG_CONFIG_HOME", NULL};
 static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-static void die(const char *name, const char *what)
-{
-    const char *reason = strerror(errno);
-    char *shown = hook_printable(name);   /* a file name: one printable line whatever it holds */
+/* What glibc's secure mode (AT_SECURE: setuid programs) removes from the environment, because it
+ * makes the dynamic loader or libc load or read files it names (glibc's sysdeps/generic/unsecvars.h,
+ * widened to whole families): every LD_* (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT ...), every MALLOC_*,
+ * GLIBC_TUNABLES, and the names below. The interpreter is a dynamic program run as root: none of
+ * these ever reaches it, whatever program, command line or caller. */
+static const char *const unsecure_prefixes[] = {"LD_", "MALLOC_", NULL};
+static const char *const unsecure_names[] = {
+    "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH",
+    "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR", NULL};
 
-    fprintf(stderr, "%s: error: %s (%s)\n", shown ? shown : "gct-launcher", what, reason);
-    exit(127);
+static int env_key_is(const char *entry, size_t keylen, const char *name)
+{
+    return keylen == strlen(name) && strncmp(entry, name, keylen) == 0;
 }
 
 static int env_is_kept(const char *entry)
@@ -99,9 +111,56 @@ static int env_is_kept(const char *entry)
         if (strncmp(entry, kept_prefixes[i], strlen(kept_prefixes[i])) == 0 && eq)
             return 1;
     for (int i = 0; kept_names[i]; i++)
-        if (eq && keylen == strlen(kept_names[i]) && strncmp(entry, kept_names[i], keylen) == 0)
+        if (eq && env_key_is(entry, keylen, kept_names[i]))
             return 1;
     return 0;
+}
+
+/* An entry the interpreter must not see: an unsecure variable, or no NAME=value at all. */
+static int env_is_unsecure(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq || eq == entry)
+        return 1;
+    size_t keylen = (size_t)(eq - entry);
+    for (int i = 0; unsecure_prefixes[i]; i++)
+        if (strncmp(entry, unsecure_prefixes[i], strlen(unsecure_prefixes[i])) == 0)
+            return 1;
+    for (int i = 0; unsecure_names[i]; i++)
+        if (env_key_is(entry, keylen, unsecure_names[i]))
+            return 1;
+    return 0;
+}
+
+/* Removes the unsecure entries from env, in place: the last step before the interpreter starts. */
+static void drop_unsecure(char **env)
+{
+    size_t kept = 0;
+    for (size_t i = 0; env[i]; i++)
+        if (!env_is_unsecure(env[i]))
+            env[kept++] = env[i];
+    env[kept] = NULL;
+}
+
+static void die(const char *name, const char *what)
+{
+    const char *reason = strerror(errno);
+    char *shown = hook_printable(name);   /* a file name: one printable line whatever it holds */
+
+    fprintf(stderr, "%s: error: %s (%s)\n", shown ? shown : "gct-launcher", what, reason);
+    exit(127);
+}
+
+/* A copy of the caller's environment (the array, not the strings), for drop_unsecure to reduce. */
+static char **caller_environment(char **envp)
+{
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    char **out = calloc(n + 1, sizeof(char *));
+    if (out && n)
+        memcpy(out, envp, n * sizeof(char *));
+    return out;
 }
 
 /* A fresh environment with only the allowlisted variables, and PATH always set. */
@@ -169,28 +228,71 @@ static const char *installed_interpreter(const char *self, char *buf, size_t siz
     return buf + 2;
 }
 
-/* The global flags nvidia-ctk (NVIDIA's and nvidia-cdi-hook alike) takes before its command: a spec's
- * `nvidia-ctk --debug hook ...` is the hook as much as `nvidia-ctk hook ...`, and runs without Python
- * too, so an image's environment (LD_PRELOAD, for the interpreter's loader) never meets an interpreter. */
-static const char *const native_global_flags[] = {"--debug", "-d", "--quiet", "-q", NULL};
+/*
+ * How an admin CLI's command line starts Python, or runs its native command (nvidia-ctk's `hook`).
+ *
+ * Before its command, a command line has global options. click (ctk.group) knows --debug, and --help,
+ * -h and --version, which print and exit; a spec written for NVIDIA's nvidia-ctk may also spell
+ * --debug=true, -d, -d=1, -debug, --quiet, -q, -dq, or options of other versions, with a value joined
+ * (--log-level=debug) or separate (--log-level debug). The command is the first word after them
+ * ("--" ends them, as in click); a word after an option whose arity the launcher cannot know (not one
+ * of the flags, no "=value") is taken as its value, unless it is the native command. Then:
+ *   - the native command: its C main, with argv from the command on; the global options before it only
+ *     set verbosity. Also for every spelling click refuses: a spec's `nvidia-ctk --debug=true hook ...`
+ *     is the hook, and an image's environment (which runc hands a hook without `env`) never reaches an
+ *     interpreter;
+ *   - the native command with --help, -h or --version before it (click prints help or the version),
+ *     and any command line with an option click does not know (click prints a usage error): Python
+ *     with the allowlist, as every other program;
+ *   - any other command line (only click's own options, any other command): Python with the caller's
+ *     environment, the admin's.
+ * Whichever: no unsecure variable (drop_unsecure) ever reaches the interpreter.
+ * click agrees: it runs `hook` only for (--debug)* [--] hook, which is native here (the tests hold the
+ * launcher and click to one list of spellings: tests/unit/test_launcher.py).
+ */
+enum start { START_NATIVE, START_ALLOWLIST, START_CALLER_ENV };
 
-static int is_native_global_flag(const char *arg)
+/* Options that take no value in either CLI (their --name=value spellings carry the value joined). */
+static const char *const flag_options[] = {"--debug", "-debug", "--quiet", "-quiet", "--help", "-help", "-h",
+                                           "--version", "-version", "-v", NULL};
+static const char short_flag_letters[] = "dq";   /* -d -q, alone or combined (-dq, -qd, -dd) */
+static const char *const click_options[] = {"--debug", "--help", "-h", "--version", NULL};
+static const char *const exiting_options[] = {"--help", "-h", "--version", NULL};
+
+static int is_one_of(const char *arg, const char *const *list)
 {
-    for (int i = 0; native_global_flags[i]; i++)
-        if (strcmp(arg, native_global_flags[i]) == 0)
+    for (int i = 0; list[i]; i++)
+        if (strcmp(arg, list[i]) == 0)
             return 1;
     return 0;
 }
 
-/* Where program's native command is in argv (after the global flags), or 0 when it is not there. */
-static int native_command_index(const struct program *program, int argc, char **argv)
+/* An option that takes no value: one of flag_options, a bundle of short flags, or any "--name=value". */
+static int takes_no_value(const char *option)
 {
-    int i = 1;
-    if (!program->native_command)
+    if (strchr(option, '=') || is_one_of(option, flag_options))
+        return 1;
+    if (option[1] == '-')
         return 0;
-    while (i < argc && is_native_global_flag(argv[i]))
-        i++;
-    return i < argc && strcmp(argv[i], program->native_command) == 0 ? i : 0;
+    return strspn(option + 1, short_flag_letters) == strlen(option + 1);
+}
+
+static enum start admin_start(const struct program *program, int argc, char **argv, int *command)
+{
+    int known = 1, exits = 0, i = 1;
+    while (i < argc && argv[i][0] == '-' && argv[i][1]) {
+        const char *option = argv[i++];
+        if (strcmp(option, "--") == 0)
+            break;
+        known &= is_one_of(option, click_options);
+        exits |= is_one_of(option, exiting_options);
+        if (!takes_no_value(option) && i < argc && argv[i][0] != '-' && strcmp(argv[i], program->native_command) != 0)
+            i++;   /* its value, perhaps */
+    }
+    *command = i < argc && strcmp(argv[i], program->native_command) == 0 ? i : 0;
+    if (*command && !exits)
+        return START_NATIVE;
+    return *command || !known ? START_ALLOWLIST : START_CALLER_ENV;
 }
 
 static const struct program *find_program(const char *name)
@@ -216,10 +318,12 @@ int main(int argc, char **argv, char **envp)
      * sandboxed ldconfig) gets an empty one. */
     if (program->native_main && !program->target)
         return program->native_main(argc, argv);
-    int command = native_command_index(program, argc, argv);
-    if (command > 0)   /* the flags before it only set verbosity: the native program gets argv from it on */
+    int command = 0;
+    enum start start = program->native_command ? admin_start(program, argc, argv, &command) : START_ALLOWLIST;
+    if (start == START_NATIVE)   /* the options before it only set verbosity: argv from the command on */
         return program->native_main(argc - command, argv + command);
-    char **env = program->keeps_environment ? envp : clean_environment(envp);
+    int keeps_environment = program->keeps_environment && start == START_CALLER_ENV;
+    char **env = keeps_environment ? caller_environment(envp) : clean_environment(envp);
     if (!env)
         die(name, "out of memory");
     if (is_runtime_shim(program->name)) {
@@ -228,6 +332,7 @@ int main(int argc, char **argv, char **envp)
         if (!env)
             die(name, "cannot pass the caller's environment on");
     }
+    drop_unsecure(env);
 
     /* sys.argv becomes [argv0, args...]; the target module is imported with the baked path only. A
      * package that is not there (uninstalled, or an editable install whose path only a .pth file
@@ -254,7 +359,7 @@ int main(int argc, char **argv, char **envp)
      * drops. ARGV0: the program name from our table; for the admin CLI the path it was run by, as a
      * console script would see it (it looks for the other programs beside it). */
     const char *argv0 = program->name;
-    if (program->keeps_environment) {
+    if (program->keeps_environment) {   /* whichever environment it gets */
         const char *execfn = (const char *)getauxval(AT_EXECFN);
         argv0 = execfn && execfn[0] ? execfn : self;
     }

@@ -40,7 +40,7 @@ PREFIX = "/usr/lib/gpu-container-toolkit"
 SYSTEM_PYTHON = "/usr/bin/python3"
 # Console scripts we ship; every other file pip puts into bin/ (from dependencies) is dropped.
 KEPT_SCRIPTS = {"nvidia-ctk"}
-TEST_ONLY_PROGRAMS = {"gct-launcher-probe"}
+TEST_ONLY_PROGRAMS = {"gct-launcher-probe", "gct-launcher-probe-ctk"}
 DROPPED_DISTRIBUTIONS = ("setuptools", "pip")
 
 

@@ -6,8 +6,10 @@ import shutil
 import stat
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import click
 import pytest
 
 from cdi.nvml import NVML_INVENTORY_PROGRAM
@@ -15,6 +17,7 @@ from libcontainer_c import install_launchers
 from runtime_shim import executable
 
 PROBE = "gct-launcher-probe"
+PROBE_CTK = "gct-launcher-probe-ctk"   # the probe, classifying its command line as nvidia-ctk does
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +34,26 @@ def run_probe(bindir, env, args=(), argv0=None, program=None):
                             text=True, stdin=subprocess.DEVNULL, timeout=30)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def run_program(bindir, name, args, env, cwd=None):
+    return subprocess.run([str(bindir / name), *args], env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30, cwd=cwd)
+
+
+def build_preload(tmp_path, marker):
+    """A library whose constructor writes marker: proof that the loader honoured LD_PRELOAD."""
+    source = tmp_path / "preload.c"
+    source.write_text(
+        '#include <stdio.h>\n__attribute__((constructor)) static void pwn(void)'
+        f'{{ FILE *f = fopen("{marker}", "w"); if (f) {{ fputs("preload", f); fclose(f); }} }}\n')
+    preload = tmp_path / "preload.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(preload), str(source)], check=True)
+    # the preload library works when honoured: prove the test can fail
+    subprocess.run(["/bin/true"], env={"LD_PRELOAD": str(preload)}, check=True)
+    assert marker.read_text() == "preload"
+    marker.unlink()
+    return preload
 
 
 def test_launcher_binary_is_static(bindir):
@@ -68,16 +91,7 @@ def test_hostile_python_variables_and_ld_preload_have_no_effect(bindir, tmp_path
     payload = f"open({str(marker)!r}, 'w').write('python')\n"
     for name in ("sitecustomize.py", "usercustomize.py", "json.py", "startup.py"):
         (evil / name).write_text(payload)
-    preload_src = tmp_path / "preload.c"
-    preload_src.write_text(
-        '#include <stdio.h>\n__attribute__((constructor)) static void pwn(void)'
-        f'{{ FILE *f = fopen("{marker}", "w"); if (f) {{ fputs("preload", f); fclose(f); }} }}\n')
-    preload = tmp_path / "preload.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(preload), str(preload_src)], check=True)
-    # the preload library works when honoured: prove the test can fail
-    subprocess.run(["/bin/true"], env={"LD_PRELOAD": str(preload)}, check=True)
-    assert marker.read_text() == "preload"
-    marker.unlink()
+    preload = build_preload(tmp_path, marker)
 
     env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(preload), "PYTHONPATH": str(evil),
            "PYTHONHOME": str(evil), "PYTHONSTARTUP": str(evil / "startup.py"), "PYTHONINSPECT": "1",
@@ -86,6 +100,112 @@ def test_hostile_python_variables_and_ld_preload_have_no_effect(bindir, tmp_path
     assert not marker.exists()
     assert str(evil) not in seen["path"]
     assert not any(k.startswith(("PYTHON", "LD_")) for k in seen["env"])
+
+
+# Every variable glibc's secure mode removes (sysdeps/generic/unsecvars.h), and more of the LD_* and
+# MALLOC_* families: none may reach the interpreter, whichever program and command line.
+UNSECURE = {name: "/evil" for name in (
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_DEBUG", "LD_DEBUG_OUTPUT", "LD_DYNAMIC_WEAK", "LD_HWCAP_MASK",
+    "LD_ORIGIN_PATH", "LD_PROFILE", "LD_SHOW_AUXV", "LD_BIND_NOW", "LD_ASSUME_KERNEL", "GCONV_PATH",
+    "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "MALLOC_ARENA_MAX",
+    "MALLOC_CHECK_", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR")}
+
+# Global options before nvidia-ctk's `hook`, as a spec written for some nvidia-ctk may spell them: each
+# runs the hook in C (nvidia-cdi-hook inside the launcher), never an interpreter.
+HOOK_SPELLINGS = [
+    [], ["--debug"], ["--debug", "--debug"], ["--"], ["--debug", "--"], ["-d"], ["-debug"], ["--quiet"], ["-q"],
+    ["-quiet"], ["-dq"], ["-qd"], ["-d", "-q"], ["--debug=true"], ["--debug=false"], ["-d=1"], ["-q=true"],
+    ["--quiet=false"], ["-debug=1"], ["--log-level=debug"], ["--log-level", "debug"],
+    ["--log-level", "debug", "--quiet"], ["--config", "/x.toml", "-d"], ["-d", "--log-level", "debug"],
+    ["--unknown"], ["--unknown", "--"],
+]
+# Command lines click cannot take (or that only print): never the hook, never the caller's environment.
+NOT_CLICKS = [["--help"], ["-h"], ["--version"], ["-h", "--debug"], ["--debug", "--help"], ["--deb"], ["-d"],
+              ["--debug=1"], ["--quiet"], ["-dq"], ["--log-level", "debug"]]
+
+
+def click_command(args):
+    """The command ctk's click group runs for args: None for a usage error, help or the version."""
+    from ctk.group import cli
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)   # protected_args: click 8.2 to 9
+            ctx = cli.make_context("nvidia-ctk", list(args))
+            rest = [*ctx.protected_args, *ctx.args]
+    except (click.exceptions.Exit, click.UsageError):
+        return None
+    return cli.resolve_command(ctx, rest)[0] if rest else None
+
+
+def ran_native_hook(done):
+    """Whether the C hook answered (`hook chmod`: one warning), not the Python probe (JSON)."""
+    return (done.returncode, done.stdout, done.stderr) == (
+        0, "", "nvidia-cdi-hook: warning: ignoring unknown subcommand 'chmod'\n")
+
+
+@pytest.mark.parametrize("spelling", HOOK_SPELLINGS, ids=" ".join)
+def test_every_spelling_of_nvidia_ctk_hook_runs_the_hook_in_c(bindir, tmp_path, spelling):
+    marker = tmp_path / "pwned"
+    preload = build_preload(tmp_path, marker)
+    done = run_program(bindir, PROBE_CTK, [*spelling, "hook", "chmod"], {"PATH": "/usr/bin:/bin",
+                                                                         "LD_PRELOAD": str(preload)})
+    assert ran_native_hook(done), done
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("spelling", HOOK_SPELLINGS + NOT_CLICKS + [["--debug", "--version"], ["--frob"]],
+                         ids=" ".join)
+def test_the_launcher_runs_the_hook_in_c_whenever_click_would_run_hook(bindir, spelling):
+    """click runs its own `hook` command only where the launcher runs the C one: Python never runs a hook
+    with the caller's environment."""
+    args = [*spelling, "hook", "chmod"]
+    if click_command(args) == "hook":
+        assert ran_native_hook(run_program(bindir, PROBE_CTK, args, {}))
+
+
+def test_click_runs_hook_for_its_own_spellings():
+    """The other test's premise: click's group does reach `hook` (else it proves nothing)."""
+    assert [click_command([*spelling, "hook", "chmod"]) for spelling in ([], ["--debug"], ["--"])] == ["hook"] * 3
+    assert all(click_command([*spelling, "cdi", "list"]) is None for spelling in NOT_CLICKS)
+
+
+@pytest.mark.parametrize("args, keeps_caller_env", [
+    (["cdi", "list"], True), (["--debug", "cdi", "list"], True), (["--", "info"], True), ([], True),
+    (["--help"], True),
+    (["--debug=true", "cdi", "list"], False), (["-d", "cdi", "list"], False), (["-q=true", "info"], False),
+    (["--log-level", "debug", "info"], False), (["--frob", "x", "hook2"], False),
+    (["--help", "hook", "update-ldcache"], False), (["--version", "hook"], False), (["-h", "--", "hook"], False),
+])
+def test_nvidia_ctk_gives_python_no_unsecure_variable(bindir, tmp_path, args, keeps_caller_env):
+    """The admin's command lines keep the caller's environment less the loader's variables; any other
+    that reaches Python (click prints a usage error, help or the version) gets the allowlist."""
+    marker = tmp_path / "pwned"
+    env = {**UNSECURE, "LD_PRELOAD": str(build_preload(tmp_path, marker)), "HOME": "/root",
+           "PATH": "/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES": "all"}
+    done = run_program(bindir, PROBE_CTK, args, env)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["argv"][1:] == args
+    assert not marker.exists()
+    assert not set(UNSECURE) & set(seen["env"])
+    assert ("HOME" in seen["env"]) == keeps_caller_env
+    assert seen["env"]["NVIDIA_VISIBLE_DEVICES"] == "all"
+
+
+@pytest.mark.parametrize("program", ["nvidia-ctk", "nvidia-container-runtime-hook", "nvidia-container-cli"])
+@pytest.mark.parametrize("spelling", [["--debug=true"], ["-d=1"], ["--quiet=false"], ["--log-level", "debug"],
+                                      ["--version"], []])
+def test_no_program_lets_ld_preload_into_the_interpreter(bindir, tmp_path, program, spelling):
+    """Whatever the program and the command line, the installed launchers start no code of the caller's
+    (the runtime shim passes its caller's environment, the engine's, on to the low-level runtime: not here)."""
+    marker = tmp_path / "pwned"
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(build_preload(tmp_path, marker)),
+           "NVIDIA_CTK_CONFIG_FILE_PATH": str(tmp_path / "none.toml"), "NVIDIA_CTK_CACHE_DIR": str(tmp_path)}
+    # in tmp_path: nvidia-container-cli's --debug=true writes its log to ./true
+    run_program(bindir, program, [*spelling, "hook", "update-ldcache", "--folder", "/usr/lib"], env, tmp_path)
+    run_program(bindir, program, [*spelling, "info"], env, tmp_path)
+    assert not marker.exists()
 
 
 def test_program_is_chosen_by_file_name_not_argv0(bindir, tmp_path):

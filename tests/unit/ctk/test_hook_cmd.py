@@ -89,7 +89,8 @@ def test_global_flags_before_hook_still_start_no_interpreter(tmp_path, flags):
                env=env)
     assert (done.returncode, done.stderr) == (0, "")
     assert os.readlink(rootfs / "made") == "t"
-    # a flag that is no global flag of the hook's, or a command before `hook`, is still the CLI's
-    for args in (["--config", "x", "hook"], ["cdi", "hook"]):
+    # a command before `hook`, or help before it, is still the CLI's (every other spelling of global options
+    # before `hook` is the hook: tests/unit/test_launcher.py)
+    for args in (["cdi", "hook"], ["--help", "hook"], ["--config", "x", "cdi", "hook"]):
         other = subprocess.run([str(bindir / "nvidia-ctk"), *args], capture_output=True, text=True, timeout=30)
         assert other.returncode == 127 and "cannot execute /nonexistent/python3" in other.stderr
