@@ -220,13 +220,38 @@ def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = Non
     if yaml_format:
         from cdi.spec_yaml import load_yaml_document  # imported only when a YAML spec is read
 
-        return load_yaml_document(text, path)
-    from cdi import json_codec   # json_codec: a GPU container's create reads specs without json/re
+        document = load_yaml_document(text, path)
+    else:
+        from cdi import json_codec   # json_codec: a GPU container's create reads specs without json/re
 
-    try:
-        return json_codec.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise SpecError(f"invalid JSON: {exc}", path) from None
+        try:
+            document = json_codec.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise SpecError(f"invalid JSON: {exc}", path) from None
+    # strict UTF-8 cannot carry a surrogate: only an escape (JSON's \uD800, YAML's \uD800 or \U0000D800)
+    # can make one, so the walk runs only when the text has such an escape
+    escapes = (b"\\u", b"\\U") if isinstance(text, bytes) else ("\\u", "\\U")
+    if escapes[0] in text or escapes[1] in text:
+        _refuse_lone_surrogates(document, path)
+    return document
+
+
+def _refuse_lone_surrogates(document: object, path: str) -> None:
+    """A string (or key) holding a lone surrogate cannot be written out as UTF-8 (into config.json, by
+    the runtime) and no spec writer makes one: the spec is invalid."""
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack += value
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+        elif isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SpecError("invalid spec: a string holds a lone surrogate", path) from None
 
 
 def _check_hook_env(spec: Spec, where: str) -> None:

@@ -84,3 +84,21 @@ def test_group_is_extensible():
 
     assert set(cdi_cmd.SUBCOMMANDS) >= {"validate", "list"}
     assert all(":" in target for target in cdi_cmd.SUBCOMMANDS.values())
+
+
+def test_a_lone_surrogate_makes_a_spec_invalid_in_json_and_yaml(tmp_path, capsys):
+    """A string escape that makes a lone surrogate ("\\ud800") cannot be written as UTF-8: the spec is
+    refused, by validate and by list (and so by every program reading spec dirs); a pair is a character."""
+    head = '{"cdiVersion": "0.5.0", "kind": "%s", "devices": [{"name": "x", "containerEdits": {"env": ["%s"]}}]}'
+    (tmp_path / "lone.json").write_text(head % ("a.example/j", "A=\\ud800"))
+    (tmp_path / "lone.yaml").write_text('cdiVersion: 0.5.0\nkind: a.example/y\ndevices:\n- name: "x"\n'
+                                        '  containerEdits: {env: ["A=\\U0000DC00"]}\n')
+    (tmp_path / "pair.json").write_text(head % ("a.example/p", "A=\\ud83d\\ude00 \\u00e9"))
+    lone = [tmp_path / "lone.json", tmp_path / "lone.yaml"]
+    code, out, err = run(capsys, "cdi", "validate", *map(str, lone), str(tmp_path / "pair.json"))
+    assert code == 1 and out == f"{tmp_path / 'pair.json'}: valid CDI spec (cdiVersion 0.5.0, kind a.example/p, 1 device)\n"
+    assert err == "".join(f"nvidia-ctk: error: $: invalid spec: a string holds a lone surrogate [parse] ({p})\n"
+                          for p in lone)
+    code, out, err = run(capsys, "cdi", "list", "--spec-dir", str(tmp_path))
+    assert code == 0 and out == f"a.example/p=x\t{tmp_path / 'pair.json'}\n"
+    assert err.count("lone surrogate") == 2
