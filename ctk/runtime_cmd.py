@@ -6,13 +6,15 @@ import sys
 
 import click
 
+from cdi.errors import printable
 from ctk.errors import CliError
 from runtime_shim.engine_config import ENGINES, EngineConfigError, RuntimeRequest, apply_plan, plan_runtime_config
 from runtime_shim.engine_config.common import HOOK_EXECUTABLE, RUNTIME_EXECUTABLE, find_program
 
 
 def _info(message: str) -> None:
-    click.echo(f"nvidia-ctk: {message}", err=True)
+    """One line on stderr; the paths and names in it escaped as every message line escapes them."""
+    click.echo(f"nvidia-ctk: {printable(message)}", err=True)
 
 
 def _beside_us() -> list[str]:

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cdi.errors import ConfigError, what_where
+from cdi.errors import ConfigError, printable, what_where
 from cdi.new_file import create_new_file
 from cdi.regular_file import config_text, read_config_file
 
@@ -72,8 +72,8 @@ class FileChange:
         after = (self.after or "").splitlines(keepends=True)
         lines = difflib.unified_diff(
             before, after,
-            fromfile=self.path if self.before is not None else "/dev/null",
-            tofile=self.path if self.after is not None else "/dev/null",
+            fromfile=printable(self.path) if self.before is not None else "/dev/null",
+            tofile=printable(self.path) if self.after is not None else "/dev/null",
         )
         # difflib leaves a last line without "\n" unterminated; a diff must stay line-oriented
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
@@ -100,7 +100,7 @@ class Plan:
                 parts.append(change.diff())
             else:
                 verb = "delete" if change.after is None else "write"
-                parts.append(f"# would also {verb} {change.path} (undo record for --remove)\n")
+                parts.append(f"# would also {verb} {printable(change.path)} (undo record for --remove)\n")
         return "".join(parts)
 
 

@@ -112,3 +112,22 @@ def test_default_runtime_path_is_the_one_beside_nvidia_ctk(tmp_path, monkeypatch
 def test_missing_runtime_executable_is_a_warning(tmp_path, capsys):
     assert ctk("--config", str(tmp_path / "daemon.json"), "--runtime-path", str(tmp_path / "nope")) == 0
     assert f"warning: {tmp_path / 'nope'} is not an executable here" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine, name", [("docker", "daemon.json"), ("containerd", "config.toml")])
+def test_dry_run_and_messages_escape_the_paths(tmp_path, capsys, engine, name):
+    """A path holding a newline or an ESC is written as message_line writes it: no forged line, no
+    terminal control, in the diff's headers as in the stderr lines."""
+    folder = tmp_path / "a\nb\x1b[31m"
+    folder.mkdir()
+    cfg = folder / name
+    shown = str(cfg).replace("\n", "\\n").replace("\x1b", "\\x1b")
+    assert ctk("--runtime", engine, "--config", str(cfg), "--runtime-path", SHIM, "--dry-run") == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err
+    assert f"+++ {shown}\n" in out
+    assert all(line.startswith(("---", "+++", "@@", "+", "-", " ", "\\", "#")) for line in out.splitlines())
+    assert ctk("--runtime", engine, "--config", str(cfg), "--runtime-path", SHIM) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and f"nvidia-ctk: wrote {shown}\n" in err
+    assert all(line.startswith("nvidia-ctk: ") for line in err.splitlines())
