@@ -9,14 +9,57 @@ control, and `what_where` quotes a `where` that is not plain printable text.
 from __future__ import annotations
 
 
+# How long a value in a message may be (characters, after escaping): a number (a run of ASCII digits:
+# no id, size or version has more), any other run without a space (a path's worth), the whole text.
+MAX_DIGITS = 32
+MAX_WORD = 256
+MAX_TEXT = 4096
+
+
 def printable(text: str) -> str:
-    """text as one plain line: every character str.isprintable() refuses (line breaks, C0 and C1
-    controls such as ESC and CSI, bidi overrides, the surrogate standing for a byte that is not UTF-8)
-    written as repr() writes it (\\n, \\x1b, \\u202e, \\udcff). An outside value in a message can then
-    neither forge a second line nor send the terminal a control sequence."""
-    if text.isprintable():
+    """text as one plain, bounded line: every character str.isprintable() refuses (line breaks, C0 and
+    C1 controls such as ESC and CSI, bidi overrides, the surrogate standing for a byte that is not
+    UTF-8) written as repr() writes it (\\n, \\x1b, \\u202e, \\udcff), then cut to length (bounded). An
+    outside value in a message can then neither forge a second line, nor send the terminal a control
+    sequence, nor fill the screen (a 150-digit number, a megabyte of path)."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return bounded(text)
+
+
+def _cut(run: str, limit: int) -> str:
+    """run cut to limit characters around "...", keeping its start and its last quarter."""
+    if len(run) <= limit:
+        return run
+    tail = limit // 4
+    return run[:limit - 3 - tail] + "..." + run[-tail:]
+
+
+def _cut_numbers(word: str) -> str:
+    """Every run of more than MAX_DIGITS ASCII digits in word cut to MAX_DIGITS."""
+    parts, start, i = [], 0, 0
+    while i < len(word):
+        if "0" <= word[i] <= "9":
+            end = i
+            while end < len(word) and "0" <= word[end] <= "9":
+                end += 1
+            if end - i > MAX_DIGITS:
+                parts += [word[start:i], _cut(word[i:end], MAX_DIGITS)]
+                start = end
+            i = end
+        else:
+            i += 1
+    return "".join(parts) + word[start:] if parts else word
+
+
+def bounded(text: str) -> str:
+    """text with each number cut to MAX_DIGITS characters, each other run without a space to MAX_WORD,
+    and the whole to MAX_TEXT (message.c's hook_bound cuts the same, to the character)."""
+    if len(text) <= MAX_DIGITS:
         return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = " ".join(_cut(_cut_numbers(word), MAX_WORD) if len(word) > MAX_DIGITS else word
+                    for word in text.split(" "))
+    return _cut(text, MAX_TEXT)
 
 
 def shown(value: object) -> str:
@@ -36,7 +79,8 @@ def what_where(what: str, where: object = None) -> str:
 
 
 def message_line(program: str, level: str, text: str) -> str:
-    """`<program>: <level>: <text>` (level: error, warning), always exactly one printable line."""
+    """`<program>: <level>: <text>` (level: error, warning), always exactly one printable line of
+    bounded length (printable)."""
     return f"{program}: {level}: {printable(text)}"
 
 

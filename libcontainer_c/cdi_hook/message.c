@@ -3,7 +3,8 @@
  * the way the Python program quoted them (repr), so messages stay the same and stay on one line.
  * Every line goes out as the Python programs write theirs (cdi.errors.message_line): a character
  * repr() would escape is escaped in the text, and a <where> that holds one is quoted as repr() does,
- * so no outside value can start a second line or send the terminal a control sequence. */
+ * so no outside value can start a second line or send the terminal a control sequence; and a line is
+ * bounded as cdi.errors.bounded bounds it (hook_bound), to the character. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,17 +42,101 @@ static char *shown(const char *where)
     return hook_repr(where);
 }
 
+/* cdi.errors.MAX_DIGITS, MAX_WORD, MAX_TEXT: characters of a number, of another run without a space,
+ * of the whole text */
+enum { MAX_DIGITS = 32, MAX_WORD = 256, MAX_TEXT = 4096 };
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* The byte offset of character k of the UTF-8 text s (n bytes), n when it has fewer. */
+static size_t char_offset(const char *s, size_t n, size_t k)
+{
+    size_t i = 0;
+
+    for (; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80 && k-- == 0)
+            return i;
+    return n;
+}
+
+/* s[0..n) cut in place to limit characters around "...", keeping its start and its last quarter
+ * (cdi.errors._cut); returns the new length. */
+static size_t cut(char *s, size_t n, size_t limit)
+{
+    size_t tail = limit / 4, chars = 0, head_end, tail_start;
+
+    for (size_t i = 0; i < n; i++)
+        chars += (s[i] & 0xc0) != 0x80;
+    if (chars <= limit)
+        return n;
+    head_end = char_offset(s, n, limit - 3 - tail);
+    tail_start = char_offset(s, n, chars - tail);
+    memcpy(s + head_end, "...", 3);
+    memmove(s + head_end + 3, s + tail_start, n - tail_start);
+    return head_end + 3 + n - tail_start;
+}
+
+/* Every run of more than MAX_DIGITS digits in the word s[0..n) cut in place; returns the new length. */
+static size_t cut_numbers(char *s, size_t n)
+{
+    size_t r = 0, w = 0;
+
+    while (r < n) {
+        size_t end = r;
+
+        while (end < n && is_digit(s[end]))
+            end++;
+        if (end == r) {
+            s[w++] = s[r++];
+            continue;
+        }
+        memmove(s + w, s + r, end - r);
+        w += cut(s + w, end - r, MAX_DIGITS);
+        r = end;
+    }
+    return w;
+}
+
+/* text (printable already) bounded in place as cdi.errors.bounded bounds it: each number to
+ * MAX_DIGITS characters, each other run without a space to MAX_WORD, the whole to MAX_TEXT. */
+static void hook_bound(char *text)
+{
+    size_t len = strlen(text), r = 0, w = 0;
+
+    for (;;) {
+        size_t end = r, n;
+
+        while (end < len && text[end] != ' ')
+            end++;
+        n = end - r;
+        memmove(text + w, text + r, n);
+        w += cut(text + w, cut_numbers(text + w, n), MAX_WORD);
+        if (end >= len)
+            break;
+        text[w++] = ' ';
+        r = end + 1;
+    }
+    text[cut(text, w, MAX_TEXT)] = '\0';
+}
+
 void hook_print_error(const struct hook_error *err)
 {
     char *what = hook_printable(err->what ? err->what : "out of memory");
-    char *where = err->where ? shown(err->where) : NULL;
+    char *where = err->where ? shown(err->where) : NULL, *line = NULL;
 
-    if (what == NULL || (err->where && where == NULL))
-        fprintf(stderr, HOOK_PROG ": error: out of memory\n");
-    else if (where)
-        fprintf(stderr, HOOK_PROG ": error: %s (%s)\n", what, where);
-    else
-        fprintf(stderr, HOOK_PROG ": error: %s\n", what);
+    if (what && where) {
+        if (asprintf(&line, "%s (%s)", what, where) < 0)
+            line = NULL;
+    } else if (what && !err->where) {
+        line = strdup(what);
+    }
+    if (line)
+        hook_bound(line);
+    fprintf(stderr, HOOK_PROG ": error: %s\n", line ? line : "out of memory");
+    free(line);
     free(what);
     free(where);
 }
@@ -67,6 +152,8 @@ void hook_warn(const char *fmt, ...)
     va_end(ap);
     if (text)
         line = hook_printable(text);
+    if (line)
+        hook_bound(line);
     fprintf(stderr, HOOK_PROG ": warning: %s\n", line ? line : "out of memory");
     free(line);
     free(text);

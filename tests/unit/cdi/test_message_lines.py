@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cdi.errors import message_line, printable, shown, what_where
+from cdi.errors import MAX_DIGITS, MAX_TEXT, MAX_WORD, bounded, message_line, printable, shown, what_where
 
 BIN = Path(sys.executable).parent
 # a second "error line", a terminal escape (ESC [ and the one-byte CSI), a bidi override, a line separator
@@ -77,6 +77,30 @@ def test_message_lines_are_one_printable_line_for_any_text():
             assert eval("'''" + printable(what).replace("'", "\\'") + " '''")[:-1] == what  # noqa: S307
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("uid " + "1" * 150 + " is bad", "uid " + "1" * 21 + "..." + "1" * 8 + " is bad"),
+    ("id 0x" + "7" * 33 + "!", "id 0x" + "7" * 21 + "..." + "7" * 8 + "!"),
+    ("n " + "4" * MAX_DIGITS, "n " + "4" * MAX_DIGITS),                       # up to the limit: whole
+    ("/x/" + "a" * 300 + "/y", "/x/" + "a" * 186 + "..." + "a" * 62 + "/y"),
+    ("/x/" + "é" * 253, "/x/" + "é" * 253),                                   # characters, not bytes
+    ("a b " * 1100, ("a b " * 1100)[:3069] + "..." + ("a b " * 1100)[-1024:]),
+])
+def test_values_in_a_message_are_bounded(text, expected):
+    assert bounded(text) == expected == printable(text)
+    assert message_line("p", "error", text) == f"p: error: {expected}"
+
+
+def test_bounded_lines_keep_every_word_and_number_short():
+    rng = random.Random(22)
+    pieces = ["1" * 40, "9" * 300, "x" * 300, "é" * 260, "😀" * 30 + "5" * 50, " ", "  ", "a", "12", "\n"]
+    for _ in range(500):
+        line = bounded("".join(rng.choice(pieces) for _ in range(rng.randrange(1, 40))))
+        assert len(line) <= MAX_TEXT
+        assert all(len(word) <= MAX_WORD for word in line.split(" ")[1:-1])
+        digits = "".join(c if c.isdigit() else " " for c in line).split()
+        assert all(len(number) <= MAX_DIGITS for number in digits[1:-1])
+
+
 # -- each program, as installed -------------------------------------------------------------------
 
 def run(program: str, *args: str, stdin: str = "", env: dict | None = None, cwd=None):
@@ -102,6 +126,26 @@ def test_nvidia_cdi_hook_writes_its_line_as_the_python_programs_do():
     rng = random.Random(11)
     for _ in range(60):
         bundle = "/nonexistent/" + random_text(rng).replace("\x00", "")
+        result = run("nvidia-cdi-hook", "update-ldcache", "--folder", "/lib",
+                     stdin=json.dumps({"bundle": bundle, "pid": 1}))
+        expected = message_line("nvidia-cdi-hook", "error", what_where(
+            "cannot read the container's config: No such file or directory",
+            os.path.join(bundle, "config.json")))
+        assert result.stderr == expected + "\n"
+
+
+@needs_launchers
+def test_nvidia_cdi_hook_bounds_its_line_as_the_python_programs_do():
+    """message.c's hook_bound is cdi.errors.bounded to the character: long numbers, long words (of
+    multibyte characters too), a line over MAX_TEXT, mixed with what gets escaped."""
+    rng = random.Random(2210)
+    # path components of at most 255 bytes (else the error is ENAMETOOLONG), words of many of them
+    pieces = ["7" * 33, "1" * 150, "é" * 120, "😀" * 60, "x" * 200, "a b ", "\n", "\x1b", "中", "42"]
+    bundles = ["/nonexistent/" + "/".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30)))
+               for _ in range(40)]
+    # a line over MAX_TEXT: escapes make 4 characters of each ESC byte
+    bundles += ["/nonexistent/" + "/".join(["\x1b " * 120] * 8), "/nonexistent/" + "1" * 150]
+    for bundle in bundles:
         result = run("nvidia-cdi-hook", "update-ldcache", "--folder", "/lib",
                      stdin=json.dumps({"bundle": bundle, "pid": 1}))
         expected = message_line("nvidia-cdi-hook", "error", what_where(
