@@ -1,14 +1,21 @@
-"""The GPUs and MIG devices of a host, read through NVML (cdi.nvml_binding) from a driver root.
+"""The GPUs and MIG devices of a host, read through NVML from a driver root.
 
-For a driver root other than "/", the root's own libnvidia-ml.so.1 is loaded by absolute path
-(resolved inside the root); for "/", the loader finds it by soname. NVML can be loaded and
-initialised once per process, so one process serves one driver root; asking for a second one is an
-error. The library file is checked before it is loaded (a regular file, a whole ELF shared object),
-and reading NVML runs under a watchdog (load_inventory): a FIFO, a truncated file or a driver that
-never answers is one error line, not a hung or SIGBUS-killed program.
+NVML is read by `gct-nvml-inventory` (libcontainer_c/nvml_inventory.c), the small C program installed
+beside the launchers, which loads the library in a child process of its own and prints every answer,
+one line each (the transcript, see inventory_from_transcript); this module turns those lines into an
+Inventory. So a library that never finishes loading (a constructor that hangs, which no thread of this
+process could interrupt: the loader holds its lock and cffi's dlopen the interpreter's), an nvmlInit
+that never returns, or one that crashes (SIGSEGV, SIGBUS) is one error line naming the library, where
+it was and the limit (NVIDIA_CTK_NVML_TIMEOUT), never a hung or killed program. Where that program is
+not installed (Python run from a bare checkout), NVML is read in this process (cdi.nvml_binding) under
+a watchdog thread, which cannot bound a hang inside dlopen nor survive a crash.
 
-Importing this module is cheap (the binding is imported on first use): the runtime shim may use it
-on a container's start path.
+For a driver root other than "/", the root's own libnvidia-ml.so.1 is given by absolute path (resolved
+inside the root); for "/", the loader finds it by soname. The library file is checked first (a regular
+file, a whole ELF shared object): a FIFO or a truncated file is its own error line.
+
+Importing this module is cheap (the binding is imported only when read in this process): the runtime
+shim may use it on a container's start path.
 """
 from __future__ import annotations
 
@@ -20,12 +27,13 @@ from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
 
 NVML_SONAME = "libnvidia-ml.so.1"
-# The C program that prints load_inventory's transcript (libcontainer_c/nvml_inventory.c), installed
-# beside the launchers: the static launcher, which cannot dlopen, runs it instead of Python.
+# The C program that reads NVML and prints the transcript (libcontainer_c/nvml_inventory.c), installed
+# beside the launchers: load_inventory runs it, and so does the static launcher, which cannot dlopen.
 NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"
 NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"
 DEFAULT_NVML_TIMEOUT = 60.0
 MAX_NVML_TIMEOUT = 3600.0
+DEVICE_MIG_ENABLE = 1   # nvmlDeviceGetMigMode's current mode when MIG is on
 # Where driver installations put their libraries, first match wins.
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib")
 
@@ -50,15 +58,46 @@ def find_nvml_library(root: DriverRoot) -> str | None:
     return None
 
 
+def library_to_load(root: DriverRoot) -> str:
+    """What to dlopen for root, checked (check_library): the library's host path, or for root "/" the
+    soname, for the loader to search as NVIDIA's tools do (the file the usual directories hold, which is
+    what it finds with every distribution's driver packages, is checked)."""
+    try:
+        path = find_nvml_library(root)
+    except DriverRootError as e:
+        raise NvmlError(e.what, e.where) from None
+    if path is not None:
+        check_library(path)
+    if root.path == "/":
+        return NVML_SONAME
+    if path is None:
+        raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root", root.path)
+    return path
+
+
+def inventory_program(bin_dir: str | None = None) -> str | None:
+    """gct-nvml-inventory in bin_dir (the runtime shim's: its launcher's folder), else beside this
+    interpreter, where every installation puts it with the launchers (the venv's or the package's bin);
+    None when it is not there. Never looked up in PATH: root programs run it."""
+    import sys
+
+    for folder in (bin_dir, os.path.dirname(sys.executable) if sys.executable else None):
+        if folder:
+            program = os.path.join(folder, NVML_INVENTORY_PROGRAM)
+            if os.access(program, os.X_OK):
+                return program
+    return None
+
+
 class _NvmlState:
     lock = _thread.allocate_lock()   # the builtin lock: `import threading` costs ~5 ms on a hook's start
-    root: str | None = None          # the driver root NVML was loaded from in this process
+    root: str | None = None          # the driver root NVML was loaded from in this process (in-process reading)
     library = None                   # its cdi.nvml_binding.NvmlLibrary, initialised
-    loaded: str | None = None        # what was dlopen'd: the soname (root "/") or the library's host path
+    loaded: dict[str, str] = {}      # driver root -> what was given to dlopen for it (loaded_library)
 
 
-def _initialise(root: DriverRoot):
-    """Load and initialise NVML for `root` once per process; returns the NvmlLibrary."""
+def _initialise(root: DriverRoot, path: str):
+    """Load (path: library_to_load's) and initialise NVML in this process, once: returns the NvmlLibrary."""
     with _NvmlState.lock:
         if _NvmlState.root is not None:
             if _NvmlState.root != root.path:
@@ -68,32 +107,17 @@ def _initialise(root: DriverRoot):
         from cdi.nvml_binding import NvmlCallError, load_library
 
         try:
-            path = find_nvml_library(root)
-        except DriverRootError as e:
-            raise NvmlError(e.what, e.where) from None
-        if path is not None:
-            check_library(path)
-        if root.path == "/":
-            # the loader's search, as NVIDIA's tools do; the file the usual directories hold, which is
-            # what it finds with every distribution's driver packages, was checked above
-            path = NVML_SONAME
-            try:
-                library = load_library(NVML_SONAME)
-            except NvmlCallError:
+            library = load_library(path)
+        except NvmlCallError as e:
+            if path == NVML_SONAME:
                 raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed",
                                 f"driver root {root.path}") from None
-        else:
-            if path is None:
-                raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root", root.path)
-            try:
-                library = load_library(path)
-            except NvmlCallError as e:
-                raise NvmlError(f"cannot load the NVML library: {e}", path) from None
+            raise NvmlError(f"cannot load the NVML library: {e}", path) from None
         try:
             library.init()
         except NvmlCallError as e:
-            raise NvmlError(f"NVML initialisation failed: {e}", f"driver root {root.path}") from None
-        _NvmlState.root, _NvmlState.library, _NvmlState.loaded = root.path, library, path
+            raise NvmlError(f"NVML initialisation failed: {e}", path) from None
+        _NvmlState.root, _NvmlState.library = root.path, library
         return library
 
 
@@ -183,34 +207,105 @@ def _cuda_version(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list[str] | None = None) -> Inventory:
+def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list[str] | None = None,
+                   bin_dir: str | None = None) -> Inventory:
     """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them.
 
-    The library file is checked before it is loaded (check_library), and loading and reading NVML run
-    under a watchdog (NVIDIA_CTK_NVML_TIMEOUT seconds, default 60): a driver whose nvmlInit or any other
-    call never returns (a wedged GPU, a library that hangs) ends the program with one error line
-    instead of hanging it and the container's start for good.
+    The library file is checked (check_library), then read by gct-nvml-inventory (inventory_program,
+    bin_dir as there) in NVIDIA_CTK_NVML_TIMEOUT seconds (default 60): a library or driver that hangs
+    while loading, in nvmlInit or in any call, or crashes, ends in an NvmlError naming the library and
+    where it was. Without that program, NVML is read in this process under a watchdog thread, which
+    ends the program with one line when a call never returns (not one inside dlopen).
 
     transcript: when a list, every answer the inventory is made of is appended to it, one line each
-    (_Transcript): the same lines `gct-nvml-inventory` prints from the same calls, so that the
-    launcher can tell, without Python, that the driver still answers what an earlier inventory was
-    made of (runtime_shim.create_cache, jit-cdi mode)."""
+    (inventory_from_transcript), the mig-minors line being of the file as this process read it: the
+    lines `gct-nvml-inventory` prints, so that the launcher can tell, without Python, that the driver
+    still answers what this inventory was made of (runtime_shim.create_cache, jit-cdi mode)."""
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root or "/")
-    with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
-        return _read_inventory(root, _Transcript(transcript))
+    timeout = nvml_timeout()
+    library = library_to_load(root)
+    minors_file = _read_mig_minors_file(root.proc_path(MIG_MINORS))
+    minors_line = _mig_minors_line(minors_file)
+    program = inventory_program(bin_dir)
+    if program is not None:
+        # the program bounds itself; the watchdog only if it did not (a margin, so that its line comes first)
+        with _Watchdog(timeout + PROGRAM_MARGIN, f"{NVML_INVENTORY_PROGRAM}, driver root {root.path}"):
+            lines = _run_inventory_program(program, root, library, timeout)
+        lines = [minors_line if line.startswith("mig-minors ") else line for line in lines]
+        where = program
+    else:
+        with _Watchdog(timeout, f"driver root {root.path}"):
+            lines = _read_in_process(root, library, minors_line)
+        where = f"driver root {root.path}"
+    _NvmlState.loaded[root.path] = library
+    if transcript is not None:
+        transcript.extend(lines)
+    return inventory_from_transcript(lines, _parse_mig_minors(minors_file), where)
 
 
 def loaded_library(root: DriverRoot) -> str | None:
-    """What this process dlopen'd for root (the soname for "/", where the loader searches; else the
-    library's host path), as `gct-nvml-inventory` takes it; None when NVML was not loaded for root."""
-    return _NvmlState.loaded if _NvmlState.root == root.path else None
+    """What was given to dlopen for root (the soname for "/", where the loader searches; else the
+    library's host path), as `gct-nvml-inventory` takes it; None when NVML was not read for root."""
+    return _NvmlState.loaded.get(root.path)
 
 
-class _Transcript:
-    """The lines of a transcript (load_inventory), or nothing when none is asked for.
+# Seconds the watchdog gives gct-nvml-inventory beyond the limit it was given (it ends itself then)
+PROGRAM_MARGIN = 5.0
+PROGRAM_ERROR_PREFIX = f"{NVML_INVENTORY_PROGRAM}: error: "
+STATUS_CANNOT_LOAD = 4   # its exit status when dlopen failed (nvml_inventory.c)
+MAX_PROGRAM_OUTPUT = 16 << 20
 
-    A line names an answer and gives it: numbers in decimal, a text last on its line as the library
-    wrote it (so one that holds a newline makes a transcript no launcher can match). What is read:
+
+def _run_inventory_program(program: str, root: DriverRoot, library: str, timeout: float) -> list[str]:
+    """The transcript gct-nvml-inventory prints for library; its error line as an NvmlError. Run with no
+    environment and stdin on /dev/null, as the launcher runs it; stdout and stderr on one pipe (it
+    writes one of them, and only after its child, the library's, has ended)."""
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.posix_spawn(program, [program, library, root.proc_path(MIG_MINORS), f"{timeout:f}"], {},
+                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                           (os.POSIX_SPAWN_DUP2, write_end, 1),
+                                           (os.POSIX_SPAWN_DUP2, write_end, 2)])
+    except OSError as e:
+        os.close(read_end)
+        raise NvmlError(f"cannot run {NVML_INVENTORY_PROGRAM}: {e.strerror}", program) from None
+    finally:
+        os.close(write_end)
+    chunks, size = [], 0
+    try:
+        while size <= MAX_PROGRAM_OUTPUT and (chunk := os.read(read_end, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(read_end)
+    status = os.waitpid(pid, 0)[1]
+    output = b"".join(chunks).decode(errors="replace")   # as the binding decodes the library's texts
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return output.split("\n")[:-1]
+    line = output.rstrip("\n")
+    if "\n" in line or not line.startswith(PROGRAM_ERROR_PREFIX) or not line.endswith(")"):
+        how = (f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
+               else f"killed by signal {os.WTERMSIG(status)}")
+        raise NvmlError(f"{NVML_INVENTORY_PROGRAM} failed ({how}) without its error line", program)
+    what, _, where = line.removeprefix(PROGRAM_ERROR_PREFIX)[:-1].rpartition(" (")
+    if os.WEXITSTATUS(status) == STATUS_CANNOT_LOAD and library == NVML_SONAME:
+        raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed", f"driver root {root.path}")
+    raise NvmlError(what, where)
+
+
+def _mig_minors_line(data: bytes | None) -> str:
+    """The transcript's line for the mig-minors file's first MiB: zlib.crc32 and size, or absent."""
+    if data is None:
+        return "mig-minors absent"
+    import zlib   # built in: ~0.1 ms
+
+    return f"mig-minors {zlib.crc32(data)} {len(data)}"
+
+
+def inventory_from_transcript(lines: list[str], cap_minors: dict, where: str) -> Inventory:
+    """The Inventory a transcript tells (cap_minors: read_mig_minors' of the driver's file). A line names
+    an answer and gives it: numbers in decimal, a text last on its line as the library wrote it (so one
+    that holds a newline makes a transcript that is refused here, as no launcher could match it):
         driver-version <text>                   cuda-driver-version <n>
         mig-minors <crc32> <size> | mig-minors absent     (the file's first MiB: zlib.crc32, bytes)
         device-count <n>
@@ -223,16 +318,68 @@ class _Transcript:
         gpu <i> uuid <text>   gpu <i> name <text>   gpu <i> brand <n>   gpu <i> pci-bus-id <text>
         gpu <i> memory <bytes>
     in that order (the gi-profile and mig lines only for a GPU whose mig-mode is 1)."""
+    top: dict[str, str] = {}
+    gpus: dict[int, dict] = {}
+    try:
+        for line in lines:
+            key, _, rest = line.partition(" ")
+            if key != "gpu":
+                if key not in ("driver-version", "cuda-driver-version", "mig-minors", "device-count"):
+                    raise ValueError(line)
+                top[key] = rest
+                continue
+            index, what, value = rest.split(" ", 2) if rest.count(" ") >= 2 else (*rest.split(" "), "")
+            gpu = gpus.setdefault(int(index), {"gi-profile": [], "mig": []})
+            if what in ("gi-profile", "mig"):
+                gpu[what].append(value)
+            elif what in ("minor", "compute-capability", "architecture", "mig-mode", "max-mig-devices", "uuid",
+                          "name", "brand", "pci-bus-id", "memory"):
+                gpu[what] = value
+            else:
+                raise ValueError(line)
+        return Inventory(driver_version=top["driver-version"],
+                         cuda_version=_cuda_version(int(top["cuda-driver-version"])),
+                         gpus=tuple(_gpu_from_transcript(index, gpus[index], cap_minors)
+                                    for index in range(int(top["device-count"]))))
+    except (KeyError, IndexError, ValueError) as e:
+        raise NvmlError(f"an NVML answer that cannot be read: {str(e)[:200]!r}", where) from None
 
-    def __init__(self, lines: list[str] | None):
-        self.lines = lines
 
-    def __bool__(self) -> bool:
-        return self.lines is not None
+def _profile(name: str, slices: int, memory_mb: int) -> tuple[str, int]:
+    """A GPU instance profile's (name such as "3g.20gb", compute slices)."""
+    name = name.removeprefix("MIG ")
+    if not name:  # drivers without profile names: build it the way nvidia-smi shows it
+        name = f"{slices}g.{round(memory_mb / 1024)}gb"
+    return name, slices
 
-    def add(self, line: str) -> None:
-        if self.lines is not None:
-            self.lines.append(line)
+
+def _gpu_from_transcript(index: int, gpu: dict, cap_minors) -> Gpu:
+    minor = int(gpu["minor"])
+    major, minor_cc = gpu["compute-capability"].split(" ")
+    architecture = None if gpu["architecture"] == "not-supported" else int(gpu["architecture"])
+    mig_enabled = gpu["mig-mode"] != "not-supported" and int(gpu["mig-mode"]) == DEVICE_MIG_ENABLE
+    profiles = {}
+    for entry in gpu["gi-profile"]:
+        fields = entry.split(" ", 8)
+        if fields[1:] != ["none"]:
+            profiles[int(fields[2])] = _profile(fields[8], int(fields[4]), int(fields[6]))
+    migs = []
+    for entry in gpu["mig"]:
+        fields = entry.split(" ", 14)
+        if fields[1:] == ["none"]:
+            continue  # an empty slot
+        slot, gi, ci, gi_profile, ci_slices = (int(fields[n]) for n in (0, 2, 4, 6, 10))
+        gi_name, gi_slices = profiles.get(gi_profile, (f"profile{gi_profile}", 0))
+        profile = gi_name if ci_slices == gi_slices else f"{ci_slices}c.{gi_name}"
+        # the real drivers' fixed layout when the driver has no mig-minors file to read
+        gi_cap = cap_minors.get((minor, gi, None), 3 + 135 * minor + 9 * gi)
+        ci_cap = cap_minors.get((minor, gi, ci), 3 + 135 * minor + 9 * gi + 1 + ci)
+        migs.append(MigDevice(parent_index=index, index=slot, uuid=fields[14], gi=gi, ci=ci, profile=profile,
+                              gi_cap_minor=gi_cap, ci_cap_minor=ci_cap, memory_total=int(fields[12])))
+    return Gpu(index=index, minor=minor, uuid=gpu["uuid"], name=gpu["name"],
+               brand=BRANDS.get(int(gpu["brand"]), "Unknown"), pci_bus_id=gpu["pci-bus-id"],
+               architecture=ARCHITECTURES.get(architecture, "Unknown"), compute_capability=f"{major}.{minor_cc}",
+               memory_total=int(gpu["memory"]), mig_enabled=mig_enabled, mig_devices=tuple(migs))
 
 
 def nvml_timeout(environ: dict | None = None) -> float:
@@ -247,11 +394,11 @@ def nvml_timeout(environ: dict | None = None) -> float:
 
 class _Watchdog:
     """Ends the program with one error line (cdi.errors.report_fatal) when the block it guards has not
-    finished in `seconds`. A thread, because a call into the library that never returns cannot be
-    interrupted: a signal handler written in Python runs only once the call returns, and a child
-    process to read NVML in costs ~3 ms of every GPU container's start (docs/runtime-shim.md#speed)
-    where this costs ~0.1 ms. The thread waits on a lock; whoever takes `claim` first, the block
-    finishing or the watchdog firing, decides."""
+    finished in `seconds`. A thread, because a call that never returns cannot be interrupted: a signal
+    handler written in Python runs only once the call returns. It can end the program only while the
+    block lets the interpreter run (a read, a wait, a cffi call; not cffi's dlopen, which keeps the
+    interpreter's lock while a library's constructors run). ~0.1 ms. The thread waits on a lock;
+    whoever takes `claim` first, the block finishing or the watchdog firing, decides."""
 
     def __init__(self, seconds: float, where: str):
         self.seconds, self.where = seconds, where
@@ -278,32 +425,28 @@ class _Watchdog:
         self.finished.release()
 
 
-def _read_inventory(root: DriverRoot, transcript: _Transcript) -> Inventory:
-    nvml = _initialise(root)
+# --- reading NVML in this process (where gct-nvml-inventory is not installed) -----------------------------
+# The same calls, in the same order, as nvml_inventory.c, and the same transcript (a test holds the two
+# to each other on simulated hosts).
+
+def _read_in_process(root: DriverRoot, library: str, minors_line: str) -> list[str]:
+    nvml = _initialise(root, library)
     from cdi.nvml_binding import NvmlCallError
 
+    lines: list[str] = []
     where = "NVML"
     try:
-        driver_version = nvml.system_driver_version()
-        cuda_driver_version = nvml.system_cuda_driver_version()
-        transcript.add(f"driver-version {driver_version}")
-        transcript.add(f"cuda-driver-version {cuda_driver_version}")
-        minors_file = _read_mig_minors_file(root.proc_path(MIG_MINORS))
-        if transcript:
-            import zlib   # built in: ~0.1 ms
-
-            transcript.add("mig-minors absent" if minors_file is None
-                           else f"mig-minors {zlib.crc32(minors_file)} {len(minors_file)}")
-        cap_minors = _parse_mig_minors(minors_file)
+        lines.append(f"driver-version {nvml.system_driver_version()}")
+        lines.append(f"cuda-driver-version {nvml.system_cuda_driver_version()}")
+        lines.append(minors_line)
         count = nvml.device_count()
-        transcript.add(f"device-count {count}")
-        gpus = []
+        lines.append(f"device-count {count}")
         for index in range(count):
             where = f"GPU {index}"
-            gpus.append(_read_gpu(nvml, index, cap_minors, transcript))
+            _read_gpu(nvml, index, lines)
     except NvmlCallError as e:
         raise NvmlError(f"NVML query failed: {e}", where) from None
-    return Inventory(driver_version=driver_version, cuda_version=_cuda_version(cuda_driver_version), gpus=tuple(gpus))
+    return lines
 
 
 def _unless_not_supported(read, default):
@@ -318,83 +461,62 @@ def _unless_not_supported(read, default):
         return default
 
 
-def _read_gpu(nvml, index: int, cap_minors, transcript: _Transcript) -> Gpu:
-    from cdi.nvml_binding import DEVICE_MIG_ENABLE
-
+def _read_gpu(nvml, index: int, lines: list[str]) -> None:
     handle = nvml.device_handle_by_index(index)
-    minor = nvml.device_minor_number(handle)
-    transcript.add(f"gpu {index} minor {minor}")
+    lines.append(f"gpu {index} minor {nvml.device_minor_number(handle)}")
     major, minor_cc = nvml.device_cuda_compute_capability(handle)
-    transcript.add(f"gpu {index} compute-capability {major} {minor_cc}")
+    lines.append(f"gpu {index} compute-capability {major} {minor_cc}")
     architecture = _unless_not_supported(lambda: nvml.device_architecture(handle), None)
-    transcript.add(f"gpu {index} architecture {'not-supported' if architecture is None else architecture}")
+    lines.append(f"gpu {index} architecture {'not-supported' if architecture is None else architecture}")
     mig_mode = _unless_not_supported(lambda: nvml.device_mig_mode(handle)[0], None)
-    transcript.add(f"gpu {index} mig-mode {'not-supported' if mig_mode is None else mig_mode}")
-    mig_enabled = mig_mode == DEVICE_MIG_ENABLE
-    migs = _read_mig_devices(nvml, handle, index, minor, cap_minors, transcript) if mig_enabled else ()
-    uuid, name, brand = nvml.device_uuid(handle), nvml.device_name(handle), nvml.device_brand(handle)
-    pci_bus_id, memory = nvml.device_pci_info(handle).busId, nvml.device_memory_info(handle).total
-    for what, value in (("uuid", uuid), ("name", name), ("brand", brand), ("pci-bus-id", pci_bus_id),
-                        ("memory", memory)):
-        transcript.add(f"gpu {index} {what} {value}")
-    return Gpu(index=index, minor=minor, uuid=uuid, name=name, brand=BRANDS.get(brand, "Unknown"),
-               pci_bus_id=pci_bus_id, architecture=ARCHITECTURES.get(architecture, "Unknown"),
-               compute_capability=f"{major}.{minor_cc}", memory_total=memory,
-               mig_enabled=mig_enabled, mig_devices=tuple(migs))
+    lines.append(f"gpu {index} mig-mode {'not-supported' if mig_mode is None else mig_mode}")
+    if mig_mode == DEVICE_MIG_ENABLE:
+        _read_mig_devices(nvml, handle, index, lines)
+    values = (("uuid", nvml.device_uuid(handle)), ("name", nvml.device_name(handle)),
+              ("brand", nvml.device_brand(handle)), ("pci-bus-id", nvml.device_pci_info(handle).busId),
+              ("memory", nvml.device_memory_info(handle).total))
+    lines.extend(f"gpu {index} {what} {value}" for what, value in values)
 
 
-def _gi_profiles(nvml, handle, gpu_index: int = 0,
-                 transcript: _Transcript = _Transcript(None)) -> dict[int, tuple[str, int]]:
-    """GPU instance profile id -> (name such as "3g.20gb", compute slices)."""
+def _gi_profiles(nvml, handle, gpu_index: int = 0, lines: list[str] | None = None) -> dict[int, tuple[str, int]]:
+    """GPU instance profile id -> (name such as "3g.20gb", compute slices); their lines into lines."""
     from cdi.nvml_binding import GPU_INSTANCE_PROFILE_COUNT, NvmlCallError
 
+    lines = [] if lines is None else lines
     profiles = {}
     for index in range(GPU_INSTANCE_PROFILE_COUNT):
         try:
             info = nvml.device_gpu_instance_profile_info(handle, index)
         except NvmlCallError:
-            transcript.add(f"gpu {gpu_index} gi-profile {index} none")
+            lines.append(f"gpu {gpu_index} gi-profile {index} none")
             continue  # not a profile of this GPU
-        transcript.add(f"gpu {gpu_index} gi-profile {index} id {info.id} slices {info.sliceCount} "
-                       f"memory {info.memorySizeMB} name {info.name}")
-        name = info.name.removeprefix("MIG ")
-        if not name:  # drivers without profile names: build it the way nvidia-smi shows it
-            name = f"{info.sliceCount}g.{round(info.memorySizeMB / 1024)}gb"
-        profiles[info.id] = (name, info.sliceCount)
+        lines.append(f"gpu {gpu_index} gi-profile {index} id {info.id} slices {info.sliceCount} "
+                     f"memory {info.memorySizeMB} name {info.name}")
+        profiles[info.id] = _profile(info.name, info.sliceCount, info.memorySizeMB)
     return profiles
 
 
-def _read_mig_devices(nvml, handle, gpu_index: int, gpu_minor: int, cap_minors,
-                      transcript: _Transcript) -> list[MigDevice]:
+def _read_mig_devices(nvml, handle, gpu_index: int, lines: list[str]) -> None:
     from cdi.nvml_binding import COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, ERROR_NOT_FOUND, NvmlCallError
 
-    profiles = _gi_profiles(nvml, handle, gpu_index, transcript)
+    _gi_profiles(nvml, handle, gpu_index, lines)
     count = nvml.device_max_mig_device_count(handle)
-    transcript.add(f"gpu {gpu_index} max-mig-devices {count}")
-    devices = []
+    lines.append(f"gpu {gpu_index} max-mig-devices {count}")
     for slot in range(count):
         try:
             mig = nvml.device_mig_device_handle_by_index(handle, slot)
         except NvmlCallError as e:
             if e.code != ERROR_NOT_FOUND:
                 raise
-            transcript.add(f"gpu {gpu_index} mig {slot} none")
+            lines.append(f"gpu {gpu_index} mig {slot} none")
             continue  # an empty slot
         gi = nvml.device_gpu_instance_id(mig)
         ci = nvml.device_compute_instance_id(mig)
         gpu_instance = nvml.device_gpu_instance_by_id(handle, gi)
         gi_info = nvml.gpu_instance_info(gpu_instance)
-        gi_name, gi_slices = profiles.get(gi_info.profileId, (f"profile{gi_info.profileId}", 0))
         ci_info = nvml.compute_instance_info(nvml.gpu_instance_compute_instance_by_id(gpu_instance, ci))
         ci_slices = nvml.gpu_instance_compute_instance_profile_info(
             gpu_instance, ci_info.profileId, COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).sliceCount
-        uuid, memory = nvml.device_uuid(mig), nvml.device_memory_info(mig).total
-        transcript.add(f"gpu {gpu_index} mig {slot} gi {gi} ci {ci} gi-profile-id {gi_info.profileId} "
-                       f"ci-profile-id {ci_info.profileId} ci-slices {ci_slices} memory {memory} uuid {uuid}")
-        profile = gi_name if ci_slices == gi_slices else f"{ci_slices}c.{gi_name}"
-        # the real drivers' fixed layout when the driver has no mig-minors file to read
-        gi_cap = cap_minors.get((gpu_minor, gi, None), 3 + 135 * gpu_minor + 9 * gi)
-        ci_cap = cap_minors.get((gpu_minor, gi, ci), 3 + 135 * gpu_minor + 9 * gi + 1 + ci)
-        devices.append(MigDevice(parent_index=gpu_index, index=slot, uuid=uuid, gi=gi, ci=ci, profile=profile,
-                                 gi_cap_minor=gi_cap, ci_cap_minor=ci_cap, memory_total=memory))
-    return devices
+        lines.append(f"gpu {gpu_index} mig {slot} gi {gi} ci {ci} gi-profile-id {gi_info.profileId} "
+                     f"ci-profile-id {ci_info.profileId} ci-slices {ci_slices} "
+                     f"memory {nvml.device_memory_info(mig).total} uuid {nvml.device_uuid(mig)}")

@@ -1,21 +1,21 @@
 /*
  * gct-nvml-inventory LIBRARY MIG_MINORS TIMEOUT_SECONDS
  *
- * Prints the transcript of the NVML answers a GPU inventory is made of, byte for byte as cdi/nvml.py's
- * load_inventory(root, transcript) records it: the lines, their order and formats of its _Transcript
- * docstring, each ending in "\n". It mirrors cdi/nvml.py (_read_inventory, _read_gpu, _gi_profiles,
- * _read_mig_devices) and cdi/nvml_binding.py: the same calls through the same symbols (the versioned
+ * Prints the transcript of the NVML answers a GPU inventory is made of: the lines, their order and formats
+ * of cdi/nvml.py's inventory_from_transcript docstring, each ending in "\n", byte for byte as cdi/nvml.py
+ * records them when it reads NVML in its own process. It mirrors that reader (_read_in_process, _read_gpu,
+ * _gi_profiles, _read_mig_devices) and cdi/nvml_binding.py: the same calls through the same symbols (the versioned
  * ones, and the v1 profile calls when the library lacks the V ones), the same buffer sizes, the same
  * struct layouts (cdi/nvml_abi.h, the declarations the binding is generated from), and the same errors
  * passed over (NOT_SUPPORTED for the architecture and the MIG mode, any error of a GPU-instance profile
  * index, NOT_FOUND for an empty MIG slot).
  *
- * Why it exists: in jit-cdi mode the runtime shim's create would start Python (~20 ms) to rebuild
- * container edits that are nearly always those of the last time. The static launcher cannot dlopen, so
- * it runs this program, compares its output with the transcript Python recorded when it last built the
- * edits, and applies the cached edits only when the two are equal. A difference between this program
- * and cdi/nvml.py therefore costs that fast path (Python runs and decides), never wrong edits: the
- * launcher uses the output for nothing but equality with what Python wrote.
+ * Why it exists: every program reads NVML through it (cdi/nvml.py's load_inventory turns the transcript
+ * into an inventory), so that a library that hangs or crashes ends in one line, not with the program (see
+ * below). And in jit-cdi mode the runtime shim's create would start Python (~20 ms) to rebuild container
+ * edits that are nearly always those of the last time: the static launcher, which cannot dlopen, runs this
+ * program, compares its output with the transcript Python recorded when it last built the edits, and
+ * applies the cached edits only when the two are equal.
  *
  *   LIBRARY          what cdi.nvml.loaded_library names: the library's absolute path, or a bare
  *                    soname for the loader to search (as cffi's dlopen does for Python)
@@ -23,10 +23,22 @@
  *   TIMEOUT_SECONDS  the bound of the whole run: digits, optionally a point and more digits, more than
  *                    0 and at most 3600 (cdi.nvml.MAX_NVML_TIMEOUT)
  *
- * Exit status 0: the transcript on stdout. 1: one line "gct-nvml-inventory: error: <what> (<where>)" on
- * stderr and nothing on stdout (the transcript is written only at the end). 2: the same kind of line,
- * when the run outlived TIMEOUT_SECONDS (a driver that never answers); should that happen while the
- * transcript is being written, part of it may be out: only status 0 means a whole transcript.
+ * The driver library runs in a child process (a fork, before anything of it is loaded); this program
+ * only waits for it, at most TIMEOUT_SECONDS, and reports. So a library that never finishes loading (a
+ * constructor that hangs), an nvmlInit or a query that never returns, or one that crashes (SIGSEGV in
+ * nvmlInit, SIGBUS on a library file truncated after it was mapped), whatever it does to its signals,
+ * ends this program in bounded time with one line saying where it was: loading the library, in
+ * nvmlInit_v2, or reading (which GPU). The child's stdin, stdout and stderr are /dev/null and it holds
+ * no other descriptor: what the library prints goes nowhere, and nothing it leaves running (a process
+ * it forked, a child stuck in the kernel) keeps the caller's pipe open; what is left of it in its
+ * process group is killed at the end. The child hands its transcript, or its error line, over through a
+ * shared mapping.
+ *
+ * Exit status 0: the transcript on stdout. Otherwise one line "gct-nvml-inventory: error: <what>
+ * (<where>)" on stderr and nothing on stdout: 1 an error (bad arguments, NVML answered an error, ...);
+ * 2 the run outlived TIMEOUT_SECONDS (a driver that never answers); 3 the library crashed or ended
+ * the process itself; 4 the library could not be loaded (dlopen failed: for a bare soname, no driver
+ * installed). Only status 0 means a transcript, and then a whole one.
  * Nothing is read from the environment (the launcher starts it with none). It is linked dynamically,
  * unlike the launcher, because it must dlopen.
  */
@@ -39,8 +51,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nvml_abi.h"
@@ -69,9 +83,30 @@
 /* A char array as the binding reads it (ffi.string): up to the first NUL, or all of it; for "%.*s" */
 #define TEXT(array) (int)strnlen(array, sizeof(array)), array
 
-static void *nvml;            /* the loaded library */
+/* What the child shares with this program: where it is, and its result (the transcript, or its
+ * error line); a mapping, not a descriptor, so that the library sees no descriptor of ours. */
+#define SHARED_SIZE (16u << 20)   /* reserved, not used: only the pages written cost memory */
+enum stage { LOADING, INITIALISING, READING };
+enum result { NOTHING, TRANSCRIPT, ERROR_LINE };   /* set last: a library that exits midway leaves NOTHING */
+static const char *const stage_text[] = {
+    [LOADING] = "while loading the library (dlopen: its constructors)",
+    [INITIALISING] = "in nvmlInit_v2",
+    [READING] = "while reading NVML",
+};
+struct shared {
+    volatile int stage;           /* enum stage */
+    char where[32];               /* what is being read: "NVML", "GPU 3" */
+    volatile int result;          /* what data holds once the child is done: enum result */
+    size_t length;                /* of data */
+    char data[];
+};
+#define DATA_SIZE (SHARED_SIZE - sizeof(struct shared))
+
+static struct shared *shared;
+static int in_child;          /* the child reports through shared, this program on stderr */
+static void *nvml;            /* the loaded library (in the child) */
 static const char *missing;   /* the symbol the last NVML_CALL did not find, else NULL */
-static char where[32] = "NVML";
+static char *where = "NVML";  /* shared->where once mapped */
 
 /* Calls NVML function `name`, looked up by name at each call as the binding does; a symbol the library
  * lacks answers ERROR_FUNCTION_NOT_FOUND, as the binding reports it (and falls back on it). */
@@ -110,6 +145,7 @@ static size_t error_line(char *line, size_t size, const char *what, const char *
     return len;
 }
 
+/* The error line, on stderr (this program) or in the shared mapping (the child); exits with status */
 __attribute__((noreturn, format(printf, 3, 4))) static void fail(int status, const char *at, const char *fmt, ...)
 {
     char what[1024], line[2048];
@@ -118,20 +154,15 @@ __attribute__((noreturn, format(printf, 3, 4))) static void fail(int status, con
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    write_all(2, line, error_line(line, sizeof(line), what, at));
+    size_t length = error_line(line, sizeof(line), what, at);
+    if (in_child) {
+        memcpy(shared->data, line, length);
+        shared->length = length;
+        shared->result = ERROR_LINE;
+    } else {
+        write_all(2, line, length);
+    }
     _exit(status);
-}
-
-/* --- the run's bound ------------------------------------------------------------------------------ */
-
-static char timeout_message[4096];
-static size_t timeout_length;
-
-static void on_timeout(int signo)
-{
-    (void)signo;
-    write_all(2, timeout_message, timeout_length);
-    _exit(2);
 }
 
 /* TIMEOUT_SECONDS in microseconds; 0 when it is not a positive decimal of at most MAX_NVML_TIMEOUT
@@ -157,56 +188,22 @@ static long long timeout_microseconds(const char *text)
     return seconds * 1000000 + fraction;
 }
 
-/* A driver whose calls never return cannot be interrupted, only ended: SIGALRM's handler writes the
- * line made here and exits. The handler is set and the signal unblocked whatever the caller left. */
-static void arm_timeout(const char *text, const char *library)
-{
-    long long microseconds = timeout_microseconds(text);
-    if (microseconds == 0)
-        fail(1, "TIMEOUT_SECONDS", "not a number of seconds above 0 and at most %d: '%s'", MAX_NVML_TIMEOUT, text);
-    char what[256];
-    snprintf(what, sizeof(what), "NVML did not answer in %s s (the driver hangs)", text);
-    timeout_length = error_line(timeout_message, sizeof(timeout_message), what, library);
-
-    struct sigaction action = {0};
-    action.sa_handler = on_timeout;
-    sigemptyset(&action.sa_mask);
-    sigset_t alarm;
-    sigemptyset(&alarm);
-    sigaddset(&alarm, SIGALRM);
-    struct itimerval timer = {{0, 0}, {microseconds / 1000000, microseconds % 1000000}};
-    if (sigaction(SIGALRM, &action, NULL) != 0 || sigprocmask(SIG_UNBLOCK, &alarm, NULL) != 0 ||
-        setitimer(ITIMER_REAL, &timer, NULL) != 0)
-        fail(1, "setitimer", "cannot set the timeout: %s", strerror(errno));
-}
-
 /* --- the transcript --------------------------------------------------------------------------------- */
 
-static struct {
-    char *data;
-    size_t length, size;
-} out;
-
+/* A line of the transcript, into the shared mapping */
 __attribute__((format(printf, 1, 2))) static void emit(const char *fmt, ...)
 {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(out.data + out.length, out.size - out.length, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            fail(1, "transcript", "cannot format a line");
-        if ((size_t)n < out.size - out.length) {
-            out.length += (size_t)n;
-            return;
-        }
-        size_t size = out.size * 2 + (size_t)n;
-        char *data = realloc(out.data, size);
-        if (data == NULL)
-            fail(1, "transcript", "out of memory");
-        out.data = data;
-        out.size = size;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(shared->data + shared->length, DATA_SIZE - shared->length, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        fail(1, "transcript", "cannot format a line");
+    if ((size_t)n >= DATA_SIZE - shared->length) {
+        shared->length = 0;
+        fail(1, "transcript", "longer than %u MiB", SHARED_SIZE >> 20);
     }
+    shared->length += (size_t)n;
 }
 
 /* nvml_binding's error_text: nvmlErrorString's words, or nvml.h's for the codes a library without it gives */
@@ -369,7 +366,7 @@ static void read_gpu(unsigned int index)
     unsigned int minor = 0, architecture = 0, mig_mode = 0, pending = 0, brand = 0;
     int major = 0, minor_cc = 0;
 
-    snprintf(where, sizeof(where), "GPU %u", index);
+    snprintf(where, sizeof(shared->where), "GPU %u", index);
     check(NVML_CALL(nvmlDeviceGetHandleByIndex_v2, index, &device));
     check(NVML_CALL(nvmlDeviceGetMinorNumber, device, &minor));
     emit("gpu %u minor %u\n", index, minor);
@@ -406,28 +403,34 @@ static void read_gpu(unsigned int index)
     emit("gpu %u memory %llu\n", index, memory.total);
 }
 
-/* cdi/nvml.py's _initialise, for one library path or soname */
+/* As cdi/nvml.py's check_library: a FIFO in the library's place would block dlopen until the timeout.
+ * (Its ELF check is not repeated: a truncated library is a SIGBUS in the child, reported as a crash.) */
+static void check_library_file(const char *library)
+{
+    if (strchr(library, '/') == NULL)
+        return;   /* a soname, for the loader to search */
+    struct stat st;
+    int fd = open(library, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        fail(1, library, "cannot open the NVML library: %s", strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        fail(1, library, "the NVML library is not a regular file");
+    close(fd);
+}
+
+/* cdi/nvml.py's _initialise, for one library path or soname (in the child) */
 static void load(const char *library)
 {
-    if (strchr(library, '/') != NULL) {
-        /* as check_library: a FIFO in the library's place would block dlopen until the timeout. (Its ELF
-         * check is not repeated: a truncated library kills this program, SIGBUS, which the launcher
-         * takes as no match, and Python then reports it.) */
-        struct stat st;
-        int fd = open(library, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0)
-            fail(1, library, "cannot open the NVML library: %s", strerror(errno));
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-            fail(1, library, "the NVML library is not a regular file");
-        close(fd);
-    }
+    shared->stage = LOADING;
     nvml = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (nvml == NULL)
-        fail(1, library, "cannot load the NVML library: %s", dlerror());
+        fail(4, library, "cannot load the NVML library: %s", dlerror());
+    shared->stage = INITIALISING;
     int code = NVML_CALL(nvmlInit_v2);
     if (code != SUCCESS)
         fail(1, library, "NVML initialisation failed: %s%s%s", missing ? missing : "", missing ? ": " : "",
              error_text(code));
+    shared->stage = READING;
 }
 
 /* cdi/nvml.py's _read_inventory */
@@ -448,6 +451,90 @@ static void read_inventory(const char *mig_minors)
         read_gpu(index);
 }
 
+/* --- the child, and this program waiting for it -------------------------------------------------------- */
+
+/* The child: stdio on /dev/null (devnull, closed here), no other descriptor; the caller's signal mask
+ * back. Loads the library, reads, and leaves the transcript in the shared mapping. */
+__attribute__((noreturn)) static void child(const char *library, const char *mig_minors, int devnull,
+                                            const sigset_t *mask)
+{
+    in_child = 1;
+    setpgid(0, 0);   /* a group of its own, for whatever the library starts: ended with it */
+    for (int fd = 0; fd < 3; fd++)
+        if (dup2(devnull, fd) < 0)
+            fail(1, "/dev/null", "cannot redirect the library's stdio: %s", strerror(errno));
+    close(devnull);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    load(library);
+    read_inventory(mig_minors);
+    shared->result = TRANSCRIPT;
+    /* _exit: the library's destructors (no nvmlShutdown was called, as in Python) are not worth a hang */
+    _exit(0);
+}
+
+static const char *signal_name(int signo)
+{
+    static char other[32];
+    switch (signo) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS: the library file is shorter than its mapping, truncated or replaced while in use";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGKILL: return "SIGKILL";
+    }
+    snprintf(other, sizeof(other), "signal %d", signo);
+    return other;
+}
+
+/* Where the child was, for a message: "while loading the library (...)", "in nvmlInit_v2", "while
+ * reading NVML (GPU 1)" */
+static const char *child_stage(void)
+{
+    static char text[128];
+    int stage = shared->stage;
+    if (stage < LOADING || stage > READING)
+        stage = LOADING;
+    char gpu[sizeof(shared->where)];
+    memcpy(gpu, shared->where, sizeof(gpu));
+    gpu[sizeof(gpu) - 1] = '\0';
+    if (stage == READING)
+        snprintf(text, sizeof(text), "%s (%s)", stage_text[stage], gpu);
+    else
+        snprintf(text, sizeof(text), "%s", stage_text[stage]);
+    return text;
+}
+
+/* Waits for the child until the deadline (SIGCHLD blocked: sigtimedwait); its wait status, or -1 when
+ * the time is up. */
+static int wait_until(pid_t pid, const struct timespec *deadline)
+{
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    for (;;) {
+        int status;
+        pid_t waited = waitpid(pid, &status, WNOHANG);
+        if (waited == pid)
+            return status;
+        if (waited < 0 && errno != EINTR)
+            fail(1, "waitpid", "cannot wait for the NVML reader: %s", strerror(errno));
+        struct timespec now, left;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left.tv_sec = deadline->tv_sec - now.tv_sec;
+        left.tv_nsec = deadline->tv_nsec - now.tv_nsec;
+        if (left.tv_nsec < 0) {
+            left.tv_nsec += 1000000000L;
+            left.tv_sec--;
+        }
+        if (left.tv_sec < 0)
+            return -1;
+        sigtimedwait(&chld, NULL, &left);   /* SIGCHLD, the time up (EAGAIN) or EINTR: look again */
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -455,18 +542,74 @@ int main(int argc, char **argv)
     /* what the caller left open beyond stdio (a container's descriptors, handed to runc) is not the
      * driver library's to see; a kernel without close_range (before 5.9) keeps them, as Python would */
     close_range(3, ~0U, 0);
-    const char *library = argv[1];
+    const char *library = argv[1], *timeout = argv[3];
     if (library[0] == '\0' || (library[0] != '/' && strchr(library, '/') != NULL))
         fail(1, "LIBRARY", "not an absolute path nor a bare soname: '%s'", library);
-    arm_timeout(argv[3], library);
-    out.size = 4096;
-    if ((out.data = malloc(out.size)) == NULL)
-        fail(1, "transcript", "out of memory");
-    load(library);
-    read_inventory(argv[2]);
-    if (write_all(1, out.data, out.length) != 0)
-        fail(1, "stdout", "cannot write the transcript: %s", strerror(errno));
-    /* _exit: the library's destructors (no nvmlShutdown was called, as in Python) are not worth a
-     * hang after the transcript is out */
-    _exit(0);
+    long long microseconds = timeout_microseconds(timeout);
+    if (microseconds == 0)
+        fail(1, "TIMEOUT_SECONDS", "not a number of seconds above 0 and at most %d: '%s'", MAX_NVML_TIMEOUT, timeout);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += (time_t)(microseconds / 1000000);
+    deadline.tv_nsec += (long)(microseconds % 1000000) * 1000;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_nsec -= 1000000000L;
+        deadline.tv_sec++;
+    }
+    check_library_file(library);
+
+    shared = mmap(NULL, SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (shared == MAP_FAILED)
+        fail(1, "mmap", "cannot map memory for the NVML reader: %s", strerror(errno));
+    strcpy(shared->where, "NVML");
+    where = shared->where;
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        fail(1, "/dev/null", "cannot open: %s", strerror(errno));
+    /* SIGCHLD: delivered (not ignored, whatever the caller left) and blocked, for sigtimedwait */
+    sigset_t chld, mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    signal(SIGCHLD, SIG_DFL);
+    if (sigprocmask(SIG_BLOCK, &chld, &mask) != 0)
+        fail(1, "sigprocmask", "cannot block SIGCHLD: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        fail(1, "fork", "cannot start the NVML reader: %s", strerror(errno));
+    if (pid == 0)
+        child(library, argv[2], devnull, &mask);
+    close(devnull);
+
+    setpgid(pid, pid);   /* as the child does, whichever runs first */
+    int status = wait_until(pid, &deadline);
+    /* the child, when it hangs, and anything of the library's still running in its group: not waited
+     * for (a process stuck in the driver may not even die) */
+    kill(-pid, SIGKILL);
+    if (status == -1) {
+        char seconds[64];     /* "60.000000" (as Python writes it) said as "60" */
+        snprintf(seconds, sizeof(seconds), "%s", timeout);
+        if (strchr(seconds, '.') != NULL) {
+            size_t end = strlen(seconds);
+            while (seconds[end - 1] == '0')
+                seconds[--end] = '\0';
+            if (seconds[end - 1] == '.')
+                seconds[end - 1] = '\0';
+        }
+        fail(2, library, "NVML did not answer in %s s %s: the driver or its library hangs; check the driver, "
+             "or allow longer with NVIDIA_CTK_NVML_TIMEOUT", seconds, child_stage());
+    }
+    if (WIFSIGNALED(status))
+        fail(3, library, "the NVML library crashed (%s) %s", signal_name(WTERMSIG(status)), child_stage());
+    int code = WEXITSTATUS(status);
+    size_t length = shared->length < DATA_SIZE ? shared->length : DATA_SIZE;
+    if (code == 0 && shared->result == TRANSCRIPT) {
+        if (write_all(1, shared->data, length) != 0)
+            fail(1, "stdout", "cannot write the transcript: %s", strerror(errno));
+        _exit(0);
+    }
+    if ((code == 1 || code == 4) && shared->result == ERROR_LINE) {
+        write_all(2, shared->data, length);   /* the child's error line */
+        _exit(code);
+    }
+    fail(3, library, "the NVML library ended the process (exit status %d) %s", code, child_stage());
 }

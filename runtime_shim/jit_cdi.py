@@ -107,7 +107,9 @@ def jit_edits(request: DeviceRequest, config: Config, environ: dict[str, str],
         root = recording.watch(root)
         recording.hook_path = hook_path
         recording.keepable = hook_path is not None and not request.capabilities & GRAPHICS_CAPABILITIES
-    inventory = load_inventory(root, recording.transcript if recording is not None else None)
+    # NVML read by the gct-nvml-inventory beside the launcher: the one the cached path will run again
+    inventory = load_inventory(root, recording.transcript if recording is not None else None,
+                               os.path.dirname(launcher_exe) if launcher_exe else None)
     selection = select_and_check(request, inventory, config.cdi.default_kind)
     return build_edits(root, inventory, request.capabilities, selection,
                        hook_path=hook_path, ldconfig=config.host_ldconfig(),

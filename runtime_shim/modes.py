@@ -29,7 +29,7 @@ from cdi.config import Config
 from cdi.errors import RequestError
 from cdi.request import ALL_CAPABILITIES, DeviceRequest, classify_id
 from runtime_shim.errors import ShimError
-from runtime_shim.runtime_cache import CONFIG_ENV_KEYS
+from runtime_shim.runtime_cache import HOOK_ENV_KEYS
 from runtime_shim.shim_log import log
 
 
@@ -134,9 +134,8 @@ def find_hook(config: Config, environ: dict[str, str], launcher_exe: str | None)
 
 def legacy_hook_entry(hook_path: str, environ: dict[str, str]) -> dict:
     """Our prestart hook; its env is never empty (an empty one is dropped by engines and the image's
-    environment reaches the hook) and names the config this shim read."""
-    # what the hook needs from our environment to read the same config, caches and driver root as this shim
-    env = [HOOK_ENV_PATH] + [f"{k}={environ[k]}" for k in CONFIG_ENV_KEYS if environ.get(k)]
+    environment reaches the hook) and names the config this shim read and NVML's time limit."""
+    env = [HOOK_ENV_PATH] + [f"{k}={environ[k]}" for k in HOOK_ENV_KEYS if environ.get(k)]
     return {"path": hook_path, "args": [HOOK_NAME, "prestart"], "env": env}
 
 

@@ -108,13 +108,16 @@ def request_markers(config) -> list[str]:
     return list(dict.fromkeys(markers))
 
 
-# The caller's variables that pick the config, the caches and the driver root (the legacy hook entry
-# copies them, runtime_shim.modes, so that the hook reads what this shim reads)
+# The caller's variables that pick the config, the caches and the driver root
 CONFIG_ENV_KEYS = (CONFIG_ENV, "XDG_CONFIG_HOME", CACHE_DIR_ENV, "NVIDIA_CTK_DRIVER_ROOT")
+NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"   # cdi.nvml's (not imported on this path; a test holds them equal)
+# What the legacy hook entry copies from the caller (runtime_shim.modes), so that the hook reads the
+# config, caches and driver root this shim read, and waits for NVML as long as it would
+HOOK_ENV_KEYS = (*CONFIG_ENV_KEYS, NVML_TIMEOUT_ENV)
 # What a create cache key holds (runtime_shim.create_cache): the caller's variables above, the spec
-# cache's file and NVML's timeout (jit-cdi), in this order; and the config.json env entries cdi.request
-# reads: every NVIDIA_ one, CUDA_VERSION and the swarm resource names.
-KEY_ENVIRON = (*CONFIG_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE", "NVIDIA_CTK_NVML_TIMEOUT")
+# cache's file and NVML's timeout (jit-cdi, and the legacy hook's env), in this order; and the
+# config.json env entries cdi.request reads: every NVIDIA_ one, CUDA_VERSION and the swarm resource names.
+KEY_ENVIRON = (*CONFIG_ENV_KEYS, "NVIDIA_CTK_CDI_CACHE_FILE", NVML_TIMEOUT_ENV)
 KEY_ENV_PREFIX = "NVIDIA_"
 KEY_ENV_NAMES = ("CUDA_VERSION",)
 

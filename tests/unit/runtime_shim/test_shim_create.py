@@ -148,6 +148,23 @@ def test_legacy_mode_adds_our_hook_with_a_non_empty_env(shim, tmp_path, bindir):
                               f"NVIDIA_CTK_CACHE_DIR={shim.cache_dir}"]}]
 
 
+def test_legacy_mode_hands_the_hook_nvmls_time_limit(shim, tmp_path, bindir):
+    """The hook reads NVML at the container's start: it waits as long as the shim was told to
+    (NVIDIA_CTK_NVML_TIMEOUT), not its own default of 60 s."""
+    (bindir / "nvidia-container-runtime-hook").write_text("#!/bin/sh\n")
+    (bindir / "nvidia-container-runtime-hook").chmod(0o755)
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    result = create(shim, bundle, program="nvidia-container-runtime.legacy",
+                    env=shim.env(NVIDIA_CTK_NVML_TIMEOUT="2.5"))
+    assert result.returncode == 0, result.stderr
+    hook, = handed_over(shim)["hooks"]["prestart"]
+    assert hook["env"][-1] == "NVIDIA_CTK_NVML_TIMEOUT=2.5"
+    from cdi.nvml import NVML_TIMEOUT_ENV
+    from runtime_shim import runtime_cache
+
+    assert runtime_cache.NVML_TIMEOUT_ENV == NVML_TIMEOUT_ENV   # spelled out there, not imported
+
+
 def test_legacy_mode_keeps_an_equivalent_hook_once(shim, tmp_path, bindir):
     (bindir / "nvidia-container-runtime-hook").write_text("#!/bin/sh\n")
     (bindir / "nvidia-container-runtime-hook").chmod(0o755)

@@ -1,8 +1,9 @@
 """A broken NVML library is one error line in every program that reads NVML, never a traceback, a
-SIGBUS or a hang (issue 16.4): a library missing symbols, a truncated one, a FIFO in its place, and one
-whose nvmlInit never returns (bounded by NVIDIA_CTK_NVML_TIMEOUT). Each on a copy of the simulated host,
-through the installed programs: nvidia-ctk, nvidia-container-cli, the shim in jit-cdi mode and the
-prestart hook."""
+SIGBUS, a SIGSEGV or a hang: a library missing symbols, a truncated one, a FIFO in its place, one whose
+nvmlInit never returns or whose loading never ends (a constructor that waits for ever; both bounded by
+NVIDIA_CTK_NVML_TIMEOUT), and one whose nvmlInit crashes. Each on a copy of the simulated host, through
+the installed programs: nvidia-ctk info and cdi generate, nvidia-container-cli info, the shim in jit-cdi
+mode and the prestart hook. (Through real runc: tests/e2e/test_nvml_hostile_library.py.)"""
 from __future__ import annotations
 
 import json
@@ -43,11 +44,21 @@ def broken_host(healthy: Path, tmp_path: Path, how: str) -> Path:
     elif how == "fifo":               # dlopen would block opening it
         library.unlink()
         os.mkfifo(library)
-    elif how == "hang":               # nvmlInit_v2 never returns
+    elif how in HOSTILE_SOURCES:
         source = tmp_path / "nvml.c"
-        source.write_text("#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n")
+        source.write_text(HOSTILE_SOURCES[how])
         subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
     return root
+
+
+# libnvidia-ml.so.1 variants that are whole ELF objects, each broken in its own code
+HOSTILE_SOURCES = {
+    "hang": "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n",   # nvmlInit_v2 never returns
+    "load-hang": ("#include <unistd.h>\n"                                             # dlopen never returns
+                  "__attribute__((constructor)) static void stuck(void) { for (;;) pause(); }\n"
+                  "int nvmlInit_v2(void) { return 0; }\n"),
+    "init-crash": "int nvmlInit_v2(void) { return *(volatile int *)0; }\n",           # SIGSEGV in nvmlInit_v2
+}
 
 
 EXPECTED = {
@@ -55,7 +66,11 @@ EXPECTED = {
     "truncated": "the NVML library is unusable: ",
     "truncated-tail": "the NVML library is unusable: truncated: ",
     "fifo": "the NVML library is not a regular file",
-    "hang": "NVML did not answer in 1 s",
+    "hang": "NVML did not answer in 1 s in nvmlInit_v2: the driver or its library hangs; check the driver, "
+            "or allow longer with NVIDIA_CTK_NVML_TIMEOUT (",
+    "load-hang": "NVML did not answer in 1 s while loading the library (dlopen: its constructors): the driver or "
+                 "its library hangs; check the driver, or allow longer with NVIDIA_CTK_NVML_TIMEOUT (",
+    "init-crash": "the NVML library crashed (SIGSEGV) in nvmlInit_v2 (",
 }
 
 
@@ -77,6 +92,10 @@ def test_nvidia_ctk_and_nvidia_container_cli(healthy, tmp_path, how):
     started = time.monotonic()
     line = one_line(run([str(BIN / "nvidia-ctk"), "info", "--driver-root", str(root)]), "nvidia-ctk")
     assert EXPECTED[how] in line
+    spec = tmp_path / "nvidia.yaml"
+    line = one_line(run([str(BIN / "nvidia-ctk"), "cdi", "generate", "--driver-root", str(root), "--output",
+                         str(spec)]), "nvidia-ctk")
+    assert EXPECTED[how] in line and not spec.exists()
     line = one_line(run([str(BIN / "nvidia-container-cli"), "--root", str(root), "info"]), "nvidia-container-cli")
     assert EXPECTED[how] in line
     assert time.monotonic() - started < 30
@@ -90,7 +109,7 @@ def gpu_bundle(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("how", ["hang", "truncated"])
+@pytest.mark.parametrize("how", ["hang", "load-hang", "init-crash", "truncated"])
 def test_the_shim_in_jit_cdi_mode_and_the_prestart_hook(healthy, tmp_path, how):
     root = broken_host(healthy, tmp_path, how)
     config = tmp_path / "config.toml"

@@ -1,7 +1,8 @@
 """gct-nvml-inventory (libcontainer_c/nvml_inventory.c) against cdi/nvml.py: on simulated hosts its stdout
-is, byte for byte, the transcript load_inventory records for the same driver (the launcher applies cached
-edits only when the two are equal), and a broken library is exit 1 or 2 with one line on stderr and
-nothing on stdout, within about its timeout. The program is built from the checkout for the module, as
+is, byte for byte, the transcript cdi.nvml records when it reads NVML in its own process (the launcher
+applies cached edits only when the two are equal), and a broken library (an error, a hang while loading
+or in a call, a crash, a truncated file) is exit 1 to 4 with one line on stderr and nothing on stdout,
+within about its timeout, whatever the library does to its signals or leaves running. The program is built from the checkout for the module, as
 install_launchers builds it, and run as the launcher runs it: no environment, stdin on /dev/null."""
 from __future__ import annotations
 
@@ -70,10 +71,13 @@ def h100(tmp_path_factory) -> Path:
 
 def python_transcript(root: Path) -> tuple[str, str, str]:
     """(library argument, mig-minors path, the transcript as the program must print it), from
-    cdi.nvml in a process of its own (NVML is loaded once per process)."""
+    cdi.nvml reading NVML in a process of its own (NVML is loaded once per process), not through
+    the program (as where it is not installed)."""
     code = ("import sys\n"
             "from cdi.driver_root import DriverRoot\n"
+            "import cdi.nvml\n"
             "from cdi.nvml import MIG_MINORS, load_inventory, loaded_library\n"
+            "cdi.nvml.inventory_program = lambda bin_dir=None: None\n"
             "root = DriverRoot(sys.argv[1])\n"
             "lines = []\n"
             "load_inventory(root, lines)\n"
@@ -159,7 +163,7 @@ def test_a_driver_without_the_versioned_profile_calls_is_read_through_v1(program
     assert " gi-profile-id 9 ci-profile-id 2 ci-slices 3 " in transcript
 
 
-# --- failures: exit 1 (or 2 for the timeout), one line on stderr, nothing on stdout -------------------------
+# --- failures: exit 1 to 4, one line on stderr, nothing on stdout -----------------------------------------
 
 def one_error_line(done: subprocess.CompletedProcess, status: int = 1) -> str:
     assert done.returncode == status, (done.returncode, done.stderr)
@@ -180,7 +184,7 @@ def a_library(tmp_path: Path, source: str) -> Path:
 def test_a_missing_library(program, tmp_path):
     line = one_error_line(run(program, str(tmp_path / "libnvidia-ml.so.1"), str(tmp_path / "mig-minors"), "5"))
     assert line.endswith(f"No such file or directory ({tmp_path}/libnvidia-ml.so.1)"), line
-    line = one_error_line(run(program, "libnvidia-ml-not-installed.so.1", str(tmp_path / "mig-minors"), "5"))
+    line = one_error_line(run(program, "libnvidia-ml-not-installed.so.1", str(tmp_path / "mig-minors"), "5"), 4)
     assert "cannot load the NVML library: libnvidia-ml-not-installed.so.1: cannot open shared object file" in line
 
 
@@ -195,7 +199,7 @@ def test_the_library_is_bound_at_load_as_cffi_binds_it(program, tmp_path):
     """RTLD_NOW, as cffi's dlopen: a reference nothing resolves fails the load (RTLD_LAZY would not)."""
     library = a_library(tmp_path, "extern int gct_nowhere(void);\nint nvmlInit_v2(void) { return 0; }\n"
                                   "int nvmlUnused(void) { return gct_nowhere(); }\n")
-    line = one_error_line(run(program, str(library), str(tmp_path / "mig-minors"), "5"))
+    line = one_error_line(run(program, str(library), str(tmp_path / "mig-minors"), "5"), 4)
     assert line.startswith("gct-nvml-inventory: error: cannot load the NVML library: ") and \
         "undefined symbol: gct_nowhere" in line, line
 
@@ -215,20 +219,112 @@ def test_an_error_past_the_first_lines_still_prints_nothing(program, one_gpu, tm
     assert line == "gct-nvml-inventory: error: NVML query failed: Invalid Argument?second line (GPU 0)"
 
 
-def block_and_ignore_sigalrm():
-    """What a careless parent may leave behind: both survive exec."""
-    signal.signal(signal.SIGALRM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+def block_and_ignore_signals():
+    """What a careless parent may leave behind, surviving exec: SIGALRM and SIGCHLD ignored and blocked
+    (an ignored SIGCHLD would have the kernel reap the program's child before it is waited for)."""
+    for signo in (signal.SIGALRM, signal.SIGCHLD):
+        signal.signal(signo, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGCHLD})
 
 
-@pytest.mark.parametrize("preexec_fn", [None, block_and_ignore_sigalrm], ids=["plain", "sigalrm-blocked-ignored"])
+HANGS = ("the driver or its library hangs; check the driver, or allow longer with NVIDIA_CTK_NVML_TIMEOUT")
+
+
+@pytest.mark.parametrize("preexec_fn", [None, block_and_ignore_signals], ids=["plain", "signals-blocked-ignored"])
 def test_a_library_whose_init_hangs_ends_at_the_timeout(program, tmp_path, preexec_fn):
     library = a_library(tmp_path, "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n")
     started = time.monotonic()
     done = run(program, str(library), str(tmp_path / "mig-minors"), "0.5", timeout=10, preexec_fn=preexec_fn)
     took = time.monotonic() - started
-    assert one_error_line(done, 2) == f"gct-nvml-inventory: error: NVML did not answer in 0.5 s (the driver hangs) ({library})"
+    assert one_error_line(done, 2) == f"gct-nvml-inventory: error: NVML did not answer in 0.5 s in nvmlInit_v2: {HANGS} ({library})"
     assert 0.5 <= took < 3, took
+
+
+# A library whose loading never ends (a constructor that waits for ever), in three ways: simply; with
+# every signal blocked and its own SIGALRM handler (nothing delivered to the process ends it); and
+# leaving a process of its own behind that would hold the caller's pipe open.
+CONSTRUCTORS = {
+    "pause": "for (;;) pause();",
+    "signals-blocked": "sigset_t all; sigfillset(&all); sigprocmask(SIG_BLOCK, &all, 0); signal(SIGALRM, SIG_IGN);"
+                       " for (;;) pause();",
+    "forks": "if (fork() == 0) for (;;) pause(); for (;;) pause();",
+}
+
+
+@pytest.mark.parametrize("how", list(CONSTRUCTORS))
+def test_a_library_whose_loading_hangs_ends_at_the_timeout(program, tmp_path, how):
+    library = a_library(tmp_path, "#include <signal.h>\n#include <unistd.h>\n"
+                                  f"__attribute__((constructor)) static void stuck(void) {{ {CONSTRUCTORS[how]} }}\n"
+                                  "int nvmlInit_v2(void) { return 0; }\n")
+    started = time.monotonic()
+    # capture_output: the run ends only when nothing holds its pipes open any more
+    done = run(program, str(library), str(tmp_path / "mig-minors"), "0.5", timeout=10)
+    took = time.monotonic() - started
+    assert one_error_line(done, 2) == (f"gct-nvml-inventory: error: NVML did not answer in 0.5 s while loading the "
+                                       f"library (dlopen: its constructors): {HANGS} ({library})")
+    assert 0.5 <= took < 3, took
+
+
+def test_the_timeout_is_said_as_given_without_trailing_zeros(program, tmp_path):
+    library = a_library(tmp_path, "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n")
+    done = run(program, str(library), str(tmp_path / "mig-minors"), "0.250000", timeout=10)
+    assert " did not answer in 0.25 s in nvmlInit_v2: " in one_error_line(done, 2)
+
+
+def crashes_in(program, tmp_path, source: str) -> str:
+    """The line of a run whose library crashes: exit 3, never the signal itself."""
+    library = a_library(tmp_path, source)
+    line = one_error_line(run(program, str(library), str(tmp_path / "mig-minors"), "5"), 3)
+    assert line.endswith(f" ({library})"), line
+    return line.removeprefix("gct-nvml-inventory: error: ").removesuffix(f" ({library})")
+
+
+def test_a_library_that_crashes_is_one_line_saying_where(program, one_gpu, tmp_path):
+    assert crashes_in(program, tmp_path, "int nvmlInit_v2(void) { return *(volatile int *)0; }\n") == \
+        "the NVML library crashed (SIGSEGV) in nvmlInit_v2"
+    assert crashes_in(program, tmp_path, "#include <stdlib.h>\n"
+                      "__attribute__((constructor)) static void c(void) { abort(); }\n") == \
+        "the NVML library crashed (SIGABRT) while loading the library (dlopen: its constructors)"
+    assert crashes_in(program, tmp_path, """
+        #include <string.h>
+        int nvmlInit_v2(void) { return 0; }
+        int nvmlSystemGetDriverVersion(char *v, unsigned n) { strncpy(v, "550.54.15", n); return 0; }
+        int nvmlSystemGetCudaDriverVersion(int *v) { *v = 12040; return 0; }
+        int nvmlDeviceGetCount_v2(unsigned *n) { *n = 1; return 0; }
+        int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) { (void)i; (void)h; return *(volatile int *)0; }
+        """) == "the NVML library crashed (SIGSEGV) while reading NVML (GPU 0)"
+
+
+def test_a_library_that_ends_the_process_itself_is_no_transcript(program, tmp_path):
+    """exit(0) from the library midway: status 0 of its process, yet no transcript; said so."""
+    line = crashes_in(program, tmp_path, "#include <stdlib.h>\nint nvmlInit_v2(void) { exit(0); }\n")
+    assert line == "the NVML library ended the process (exit status 0) in nvmlInit_v2"
+
+
+SIGBUS_LINE = ("the NVML library crashed (SIGBUS: the library file is shorter than its mapping, truncated or "
+               "replaced while in use) while loading the library (dlopen: its constructors)")
+
+
+def test_a_truncated_library_is_one_line_not_a_sigbus(program, one_gpu, tmp_path):
+    """A library file cut short: the loader maps pages past its end and touches them."""
+    data = (one_gpu / LIB).resolve().read_bytes()
+    library = tmp_path / "libnvidia-ml.so.1"
+    library.write_bytes(data[:len(data) // 2])
+    line = one_error_line(run(program, str(library), str(tmp_path / "mig-minors"), "5"), 3)
+    assert line == f"gct-nvml-inventory: error: {SIGBUS_LINE} ({library})"
+
+
+def test_a_library_truncated_after_it_was_mapped_is_one_line_not_a_sigbus(program, tmp_path):
+    """The file cut short while loaded (an upgrade writing over it in place): its next page read is a SIGBUS."""
+    library = tmp_path / "libnvidia-ml.so.1"
+    source = f"""
+        #include <unistd.h>
+        static const char pages[1 << 16] = {{1}};
+        int nvmlInit_v2(void) {{ truncate("{library}", 0); return pages[(1 << 16) - 1]; }}
+        """
+    line = crashes_in(program, tmp_path, source)
+    assert line == "the NVML library crashed (SIGBUS: the library file is shorter than its mapping, truncated or " \
+                   "replaced while in use) in nvmlInit_v2"
 
 
 def test_a_mig_minors_file_that_cannot_be_read(program, one_gpu, tmp_path):
