@@ -24,7 +24,7 @@
 
 #include "json.h"
 
-#define CREATE_CACHE_MAGIC "gct-create-cache 1"
+#define CREATE_CACHE_MAGIC "gct-create-cache 2"
 #define CREATE_CACHE_MAX (1 << 20)
 #define CREATE_MAX_BRACKETS 256   /* cdi.oci_config.MAX_DEPTH: more brackets than that, Python walks */
 #define CREATE_KEY_MAX 65536
@@ -399,6 +399,41 @@ static int write_config(const char *dir, const char *path, const struct stat *wa
     return 0;
 }
 
+/* ---- config.json put back when the runtime then cannot be exec'd ---- */
+
+/* The config.json create_from_cache replaced: its bytes, and the file written in its place. */
+static struct {
+    char dir[PATH_MAX], path[PATH_MAX];
+    struct buf original;
+    dev_t dev;
+    ino_t ino;
+} replaced_config;
+
+/* After a failed exec of the runtime: config.json as it was before create_from_cache (errors roll back
+ * what was done), if it is still the file written there; Python then decides on the untouched bundle
+ * and says in one line why the runtime cannot be started. */
+static void create_roll_back(void)
+{
+    struct stat now;
+    if (replaced_config.original.data && lstat(replaced_config.path, &now) == 0 && S_ISREG(now.st_mode) &&
+        now.st_dev == replaced_config.dev && now.st_ino == replaced_config.ino)
+        write_config(replaced_config.dir, replaced_config.path, &now, &replaced_config.original);
+    free(replaced_config.original.data);
+    memset(&replaced_config, 0, sizeof(replaced_config));
+}
+
+/* Whether the runtime the runtime cache names (rules' "runtime" line) is a regular file we may execute
+ * now: one removed or made unexecutable since the cache was written (a path outside PATH has no
+ * search-dir line that would see it) must not find config.json edited. The exec can still fail
+ * (replaced in between, a missing interpreter): then create_roll_back. */
+static int runtime_executable(const char *rules)
+{
+    char runtime[PATH_MAX];
+    struct stat st;
+    return cache_field(rules, "runtime", runtime, sizeof(runtime)) == 0 && stat(runtime, &st) == 0 &&
+           S_ISREG(st.st_mode) && faccessat(AT_FDCWD, runtime, X_OK, AT_EACCESS) == 0;
+}
+
 /* ---- the whole fast path ---- */
 
 /* The cache file for this key, if it is ours (read_cache's rules) and for this config. */
@@ -469,12 +504,25 @@ static int create_from_cache(const char *program, const char *self, const char *
             goto done;
         }
     }
-    if (apply_cached_edits(&doc, top, cache, &out) != 0 || bundle_has_temp_files(dir))
+    if (!runtime_executable(rules) || apply_cached_edits(&doc, top, cache, &out) != 0 || bundle_has_temp_files(dir))
         goto done;
     struct stat now;   /* still the file that was read */
     if (lstat(path, &now) != 0 || !S_ISREG(now.st_mode) || now.st_ino != st->st_ino || now.st_dev != st->st_dev)
         goto done;
-    result = write_config(dir, path, &now, &out);
+    struct buf original = { 0 };
+    buf_add(&original, data, total);
+    if (original.failed || write_config(dir, path, &now, &out) != 0) {
+        free(original.data);
+        goto done;
+    }
+    result = 0;
+    memcpy(replaced_config.dir, dir, sizeof(dir));
+    memcpy(replaced_config.path, path, sizeof(path));
+    replaced_config.original = original;
+    if (lstat(path, &now) == 0) {   /* ours, renamed there a moment ago */
+        replaced_config.dev = now.st_dev;
+        replaced_config.ino = now.st_ino;
+    }
 done:
     free(cache);
     free(key.data);

@@ -62,9 +62,14 @@ def read_spec(bundle: str) -> tuple[dict, bytes]:
 def write_spec(bundle: str, document: dict) -> None:
     """Replace config.json with document, atomically, keeping its mode and owner. The bundle's own entry
     is replaced: a symlink at config.json is never followed (read_spec refuses one already)."""
+    write_spec_bytes(bundle, json_codec.dumps_compact(document).encode("utf-8"))
+
+
+def write_spec_bytes(bundle: str, data: bytes) -> None:
+    """Replace config.json with data as write_spec does (also: put back the bytes read_spec read, when
+    the runtime cannot be exec'd after the edits)."""
     path = spec_path(bundle)
     directory = os.path.dirname(path)
-    data = json_codec.dumps_compact(document).encode("utf-8")
     try:
         st = os.lstat(path)
     except OSError as exc:

@@ -5,7 +5,7 @@ again, on the same config, specs, driver and driver nodes, gets the same edits. 
 edited a config.json it records, per request, in
 `<cache dir>/create-<fnv1a64(config path)>-<fnv1a64(key)>.cache`:
 
-    gct-create-cache 1
+    gct-create-cache 2
     config <config path>                 identity <its identity>   (as in the runtime cache)
     key <line>                           the request's key, line by line (key_lines)
     mode cdi|jit-cdi|legacy
@@ -26,10 +26,13 @@ edited a config.json it records, per request, in
     hook <hook name>\\t<JSON object>
     drop-nvidia-prestart                 (cdi, jit-cdi) modes.drop_legacy_hooks after the edits
     unless-nvidia-prestart               (legacy) no change when the hook is there already
+    end <length> <checksum>              the lines above are whole and unchanged (runtime_cache.seal)
 
 The launcher (libcontainer_c/create_fastpath.c) builds the key from config.json and edits it only when a
-file for that key exists, is ours (the runtime cache's trust rules), names the same config identity and
-every check still holds; anything else starts Python.
+file for that key exists, is ours (the runtime cache's trust rules), is whole and unchanged (its end
+line: a file cut short, at a line boundary or not, or with a byte changed would otherwise be applied
+as far as it goes: edits missing, or half a JSON text written into config.json), names the same config
+identity and every check still holds; anything else starts Python, which writes the entry again.
 
 Why the key decides the request: the shim resolves every request from request_view(oci), which holds
 exactly the members key_lines writes (the request's env variables, annotations and device-list mounts,
@@ -58,7 +61,7 @@ from runtime_shim.modes import _is_nvidia_hook
 from runtime_shim.runtime_cache import KEY_ENV_PREFIX, KEY_ENVIRON, key_env_names
 from runtime_shim.shim_log import log
 
-MAGIC = "gct-create-cache 1"
+MAGIC = "gct-create-cache 2"   # 2: sealed (runtime_cache.seal)
 MAX_CACHE_BYTES = 1 << 20        # the launcher's read buffer
 MAX_ENTRIES = 256                # create cache files kept per config (prune_oldest)
 
@@ -222,7 +225,7 @@ def write_entry(environ: dict[str, str], config_path: str, identity: str | None,
     if any("\n" in line or "\0" in line for line in body):
         return
     text = "\n".join([MAGIC, *body]) + "\n"
-    data = text.encode("utf-8", "surrogateescape")
+    data = runtime_cache.seal(text.encode("utf-8", "surrogateescape"))
     if len(data) >= MAX_CACHE_BYTES:
         return
     prefix = f"create-{runtime_cache.fnv1a64(config_path):016x}-"

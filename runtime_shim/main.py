@@ -56,20 +56,21 @@ def setup_logging(program: str, config, command: RuncCommand) -> None:
 
 
 def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str, str],
-                  launcher_exe: str | None, identity: str | None) -> None:
-    """Edit the bundle's config.json for the container's GPU request; untouched when there is none."""
+                  launcher_exe: str | None, identity: str | None) -> bytes | None:
+    """Edit the bundle's config.json for the container's GPU request; untouched when there is none.
+    Returns the bytes it replaced (None: not changed)."""
     from cdi.request import resolve_device_request
     from runtime_shim import create_cache, modes
     from runtime_shim.bundle_spec import read_spec, write_spec
 
     bundle = command.bundle_dir()
-    oci, _ = read_spec(bundle)
+    oci, original = read_spec(bundle)
     # the request is read from its own members only: what the create cache's key holds (create_cache)
     view = create_cache.request_view(oci, config)
     request = resolve_device_request(view, config)
     if not request.is_gpu_container:
         log.debug("no GPU requested by %s: config.json left as it is", command.container_id)
-        return
+        return None
     registry = None
     spec_checks = None
 
@@ -116,6 +117,7 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
         write_spec(bundle, new)
     if checks is not None and launcher_exe and not log.warned:
         record_create(program, config, environ, launcher_exe, identity, view, oci, mode, checks, edits)
+    return original if new != oci else None
 
 
 def spec_paths(config) -> list[str]:
@@ -152,8 +154,9 @@ def record_create(program: str, config, environ: dict[str, str], launcher_exe: s
                              checks.lines(), lines)
 
 
-def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> str:
-    """Everything before the exec; returns the low-level runtime to exec."""
+def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> tuple[str, bytes | None]:
+    """Everything before the exec: (the low-level runtime to exec, the config.json bytes the edits
+    replaced, None when config.json was not changed)."""
     from cdi.config import load_config
     from runtime_shim.low_level import find_low_level_runtime
 
@@ -173,11 +176,24 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
                               debug_log if debug_log and debug_log != "/dev/null" else None,
                               runtime_cache.request_markers(config), runtime_cache.key_rules(config))
     log.debug("argv %s: command %s, low-level runtime %s", args, command.command, runtime)
+    replaced = None
     if command.modify:
-        modify_bundle(program, command, config, environ, launcher_exe, identity)
+        replaced = modify_bundle(program, command, config, environ, launcher_exe, identity)
     elif command.error:
         log.debug("not modified, runc will refuse the command line: %s", command.error)
-    return runtime
+    return runtime, replaced
+
+
+def roll_back(args: list[str], replaced: bytes) -> str:
+    """config.json put back as it was before the edits (the runtime could not be exec'd); what happened,
+    for the error line."""
+    from runtime_shim.bundle_spec import write_spec_bytes
+
+    try:
+        write_spec_bytes(parse_runc_argv(args).bundle_dir(), replaced)
+    except ShimError as exc:
+        return f"config.json keeps the edits: {exc}"
+    return "config.json is as it was"
 
 
 def report(program: str, error: Exception, args: list[str]) -> None:
@@ -209,7 +225,7 @@ def main() -> int:
         print(version_line(program) + "\n", flush=True)
     try:
         environ = caller_environment()
-        runtime = run(program, args, environ, launcher_exe)
+        runtime, replaced = run(program, args, environ, launcher_exe)
     except CdiError as exc:
         log.error("%s", exc)  # the debug log, once the config has named one
         report(program, exc, args)
@@ -220,11 +236,13 @@ def main() -> int:
         return 1
     try:
         # checked by find_low_level_runtime before config.json was edited; one removed or replaced in
-        # between (an admin's upgrade of runc at that moment) still fails here, with the bundle edited:
-        # accepted, the next create is checked again
+        # between (an admin's upgrade of runc at that moment), or one the kernel refuses all the same
+        # (ETXTBSY: open for writing), still fails here: then the edits are rolled back
         os.execve(runtime, [runtime, *args], environ)
     except OSError as exc:
-        report(program, ShimError(f"cannot execute the low-level runtime: {exc.strerror}", runtime), args)
+        done = f"; {roll_back(args, replaced)}" if replaced is not None else ""
+        report(program, ShimError(f"cannot execute the low-level runtime: {exc.strerror}{done}; check it or name "
+                                  "another in nvidia-container-runtime.runtimes", runtime), args)
     return 1
 
 

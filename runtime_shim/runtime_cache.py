@@ -3,7 +3,7 @@
 config.toml is read only here, in Python (one TOML parser). After resolving the low-level runtime, the
 shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small text file:
 
-    gct-runtime-cache 1
+    gct-runtime-cache 2
     config <config path as the launcher computes it>
     identity <dev> <ino> <size> <mtime_ns> <ctime_ns>     (or: identity missing)
     search-path <the PATH the runtime was looked up in>
@@ -13,6 +13,7 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
     request-marker <string>                                  (one line each, see request_markers)
     key-environ / key-env-prefix / key-env-name / key-annotation-prefix / key-mount-prefix <string>
                                      which variables and config.json members make a request's key (key_rules)
+    end <length of the lines above> <their seal_checksum>     the file is whole and unchanged (seal)
 
 The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
 view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
@@ -29,11 +30,12 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 
 from runtime_shim.shim_log import log
 
 
-MAGIC = "gct-runtime-cache 1"
+MAGIC = "gct-runtime-cache 2"   # 2: sealed (the end line)
 MAX_CACHE_BYTES = 16384  # the launcher's read buffer
 CACHE_DIR_ENV = "NVIDIA_CTK_CACHE_DIR"
 DEFAULT_CACHE_DIR = "/run/nvidia-container-toolkit"
@@ -48,6 +50,33 @@ def fnv1a64(text: str) -> int:
     for byte in os.fsencode(text):
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return value
+
+
+def seal_checksum(body: bytes) -> int:
+    """FNV-1a's steps on 64-bit little-endian words, the last one zero-padded (runtime_passthrough.c's
+    seal_checksum: a changed word always changes it; one multiply per 8 bytes keeps the launcher's
+    check of a 20 KB entry cheap)."""
+    value = 0xCBF29CE484222325
+    for (word,) in struct.iter_unpack("<Q", body + b"\0" * (-len(body) % 8)):
+        value = ((value ^ word) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def seal(body: bytes) -> bytes:
+    """A cache file's bytes: its lines (body, each with its newline), then the line that proves them whole
+    and unchanged, `end <length of body> <seal_checksum of body, 16 hex digits>`. The launcher
+    (read_cache in runtime_passthrough.c) and unsealed use a file only with that line, and both numbers
+    right: one cut short anywhere, or with a byte changed, is not read at all (a missing line must not
+    be taken for a line that was never written: a dropped request-marker, a dropped edit)."""
+    return body + f"end {len(body)} {seal_checksum(body):016x}\n".encode()
+
+
+def unsealed(data: bytes) -> bytes | None:
+    """The body of a sealed cache file (seal), None when its end line is missing or wrong."""
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    if start == 0 or b"\0" in data[:start]:
+        return None
+    return data[:start] if data[start:] == seal(data[:start])[start:] else None
 
 
 def config_path_string(environ: dict[str, str]) -> str:
@@ -171,9 +200,9 @@ def render(config: str, identity: str, path: str, runtime: str, debug_log: str |
     return "\n".join([MAGIC, *(f"{key} {value}" for key, value in fields)]) + "\n"
 
 
-def read_cache_text(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES) -> str | None:
-    """The text of a cache file the launcher would trust (a regular file, not a symlink, owned by our
-    euid, writable by no one else, under limit bytes, starting with the magic line); None otherwise."""
+def read_trusted_bytes(path: str, limit: int = MAX_CACHE_BYTES) -> bytes | None:
+    """The bytes of a cache file the launcher would trust (a regular file, not a symlink, owned by our
+    euid, writable by no one else, under limit bytes); None otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -183,12 +212,22 @@ def read_cache_text(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES)
         if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
                 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_size >= limit):
             return None
-        text = os.read(fd, limit).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return os.read(fd, limit)
+    except OSError:
         return None
     finally:
         os.close(fd)
-    return text if text.startswith(magic + "\n") else None
+
+
+def read_cache_text(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES) -> str | None:
+    """The lines of a cache file the launcher would use (read_trusted_bytes, whole and unchanged as
+    sealed, starting with the magic line), without the end line; None otherwise."""
+    body = unsealed(read_trusted_bytes(path, limit) or b"")
+    try:
+        text = body.decode("utf-8") if body is not None else None
+    except UnicodeDecodeError:
+        return None
+    return text if text is not None and text.startswith(magic + "\n") else None
 
 
 def read_cache(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES) -> dict[str, list[str]]:
@@ -212,9 +251,12 @@ def write_cache(environ: dict[str, str], identity_before: str | None, runtime: s
     if target is None:
         return
     text = render(config, identity_before, search_path(environ), runtime, debug_log, markers, rules)
-    if text is None or read_cache_text(target) == text:
+    if text is None:
         return
-    if write_cache_file(target, text.encode("utf-8"), ".runtime-cache"):
+    data = seal(text.encode("utf-8"))
+    if read_trusted_bytes(target) == data:
+        return
+    if write_cache_file(target, data, ".runtime-cache"):
         prune_stale(os.path.dirname(target), keep=target)
 
 

@@ -23,14 +23,15 @@ class Profile:
     fuzz_call_timeout: float     # seconds one parser call may take before it counts as a hang
     hook_kill_until_ms: int      # the prestart hook is SIGKILLed after 0, step, 2 step ... this many ms
     hook_kill_step_ms: int
+    cache_damages: int           # damaged copies of a create cache entry started from, per mode
 
 
 FULL = Profile("full", containers_at_once=32, generates_at_once=32, sequential_rshared=50, soak_lifecycles=500,
                soak_samples=10, fuzz_cases=10_000, fuzz_call_timeout=5.0, hook_kill_until_ms=250,
-               hook_kill_step_ms=10)
+               hook_kill_step_ms=10, cache_damages=10_000)
 SHORT = Profile("short", containers_at_once=8, generates_at_once=8, sequential_rshared=10, soak_lifecycles=36,
                 soak_samples=3, fuzz_cases=300, fuzz_call_timeout=5.0, hook_kill_until_ms=200,
-                hook_kill_step_ms=40)
+                hook_kill_step_ms=40, cache_damages=12)
 
 
 def current() -> Profile:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.shim_host import NVIDIA_CTK, SHIM, parse_gpu_report, shim_env, write_shim_config
+from tests.e2e.shim_host import GPU_REPORT, NVIDIA_CTK, SHIM, parse_gpu_report, shim_env, write_shim_config
 from tests.reliability.containers import container_ids, expected, gpu_bundle, leftovers_of, lifecycle
 from tests.support import leftovers
+from tests.support.damaged_files import damaged_copies, spread
 from tests.support.mountns import run_in_private_mount_ns
 
 pytestmark = pytest.mark.e2e
@@ -274,3 +275,47 @@ def test_damaged_cache_files(gpu_host, template, tmp_path, figures, how, mode):
     figures.update(cache_files=results, victim_unchanged=victim.read_text() == "not a cache\n")
     assert victim.read_text() == "not a cache\n"
     assert all(r == "right devices" for r in results.values()), results
+
+
+@pytest.mark.parametrize("mode", ["cdi", "legacy", "jit-cdi"])
+def test_create_cache_entry_cut_short_or_changed(gpu_host, template, tmp_path, profile, figures, mode):
+    """The create cache entry of a real request, cut at every line boundary and inside lines and with a
+    bit flipped (the full profile: every such copy; the short one: a spread sample), each the entry of
+    the next start: the container gets its devices every time, config.json is valid JSON, and it was
+    Python that decided (it writes the entry again, whole); the whole entry is used by the launcher
+    (the file is left as it is)."""
+    from runtime_shim.runtime_cache import unsealed
+
+    # the report as a script in the rootfs: config.json then holds no backslash, which the launcher
+    # leaves to Python (GPU_REPORT's escapes would keep every create off the cache)
+    bundle = gpu_bundle(tmp_path / "bundle", template, "0", args=["sh", "/gpu-report.sh"])
+    (bundle / "rootfs" / "gpu-report.sh").write_text(GPU_REPORT)
+    original = (bundle / "config.json").read_bytes()
+    assert b"\\" not in original
+    run = lifecycle(gpu_host, tmp_path / "run", mode)
+    if mode != "cdi":
+        _wait_until_settled(gpu_host.root)
+    assert run.run(bundle)[0] == 0
+    [entry] = Path(run.env["NVIDIA_CTK_CACHE_DIR"]).glob("create-*.cache")
+    whole = entry.read_bytes()
+    copies = spread(list(damaged_copies(whole)), profile.cache_damages)
+    wrong = []
+    for what, data in [("whole", whole), *copies]:
+        entry.write_bytes(data)
+        written = entry.stat().st_ino
+        (bundle / "config.json").write_bytes(original)
+        code, out, err = run.run(bundle)
+        try:
+            json.loads((bundle / "config.json").read_bytes())
+            valid = True
+        except ValueError:
+            valid = False
+        right = code == 0 and {k: v for k, v in parse_gpu_report(out).items() if k != "libs"} == \
+            expected(gpu_host, "0", mode)
+        by_python = entry.stat().st_ino != written and unsealed(entry.read_bytes()) is not None
+        if not (right and valid and by_python == (data is not whole)):
+            wrong.append(f"{what}: exit {code}, right devices {right}, config.json valid {valid}, "
+                         f"entry written again {by_python}: {err.strip()[:200]}")
+    figures.update(entry_bytes=len(whole), entry_lines=whole.count(b"\n"), damaged_copies=len(copies),
+                   wrong=len(wrong))
+    assert not wrong, "\n".join(wrong[:10])

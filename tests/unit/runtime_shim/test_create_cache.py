@@ -4,8 +4,9 @@ from what Python recorded (runtime_shim/create_cache.py).
 The launcher's edits are held to Python's: the same config.json goes through Python (create cache
 removed) and then through the launcher, and both results must be the same document; random config.json
 shapes (env, mounts, devices, resources, hooks, user, null members) exercise cdi.apply's list semantics.
-Everything the edits came from going stale, a request that differs, a cache file that is not ours,
-and a config.json that is not plain must each send the create back to Python."""
+Everything the edits came from going stale, a request that differs, a cache file that is not ours or
+not whole (cut short, a bit flipped), and a config.json that is not plain must each send the create
+back to Python. A runtime that cannot be exec'd after the edits finds config.json put back."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,8 @@ import pytest
 
 from cdi.config import Config
 from cdi.request import resolve_device_request
-from runtime_shim import create_cache
+from runtime_shim import create_cache, runtime_cache
+from tests.support.damaged_files import damaged_copies
 from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
     DOCKER_HOOK, bindir, make_bundle, make_cdi_shim_env, minimal_spec)
 
@@ -52,6 +54,12 @@ def by_python_then_launcher(shim, tmp_path, spec, program="nvidia-container-runt
     launcher_doc = create(shim, make_bundle(tmp_path / "c", spec), program, env)
     assert not shim.python_ran() and FROM_CACHE in shim.debug_log.read_text()
     return python_doc, launcher_doc
+
+
+def reseal(path, change) -> None:
+    """The entry at path with its lines changed by change(text), sealed as a writer would seal them."""
+    body = runtime_cache.unsealed(path.read_bytes())
+    path.write_bytes(runtime_cache.seal(change(body.decode()).encode()))
 
 
 def python_runs(shim, bundle, program="nvidia-container-runtime") -> bool:
@@ -209,10 +217,10 @@ def test_a_cache_file_not_ours_goes_to_python(shim, tmp_path, damage):
         real = tmp_path / "real.cache"
         path.rename(real)
         path.symlink_to(real)
-    elif damage == "garbage":
-        path.write_text(path.read_text().replace("\nmode cdi\n", "\nmode cdi\nenv \"FORGED=1\"\nkey x\n"))
+    elif damage == "garbage":   # sealed again: what is refused is the key line that is not the key
+        reseal(path, lambda text: text.replace("\nmode cdi\n", "\nmode cdi\nenv \"FORGED=1\"\nkey x\n"))
     else:
-        path.write_text(path.read_text().replace("\nconfig ", "\nconfig /elsewhere"))
+        reseal(path, lambda text: text.replace("\nconfig ", "\nconfig /elsewhere"))
     assert python_runs(shim, make_bundle(tmp_path / "b", spec))
 
 
@@ -297,3 +305,104 @@ def test_at_most_max_entries_files_per_config_the_oldest_go(tmp_path, monkeypatc
     kept = sorted((tmp_path / "cache").glob("create-*.cache"))
     assert len(kept) == 5
     assert sorted(p.read_text().split("key env NVIDIA_VISIBLE_DEVICES=")[1][0] for p in kept) == ["3", "4", "5", "6", "7"]
+
+
+@pytest.mark.parametrize("program", ["nvidia-container-runtime", "nvidia-container-runtime.legacy"])
+def test_an_entry_cut_short_or_changed_is_never_applied(shim, tmp_path, program):
+    """An entry is applied only whole and unchanged: cut at every line boundary, at many byte offsets,
+    with a bit flipped anywhere, the create goes to Python, whose edits the runtime gets (valid JSON,
+    the request's devices) and which writes the entry again."""
+    spec = minimal_spec(["NVIDIA_VISIBLE_DEVICES=1"])
+    expected, _ = by_python_then_launcher(shim, tmp_path, spec, program)
+    [entry] = cache_files(shim)
+    whole = entry.read_bytes()
+    wrong = []
+    for n, (what, damaged) in enumerate(damaged_copies(whole)):
+        entry.write_bytes(damaged)
+        shim.reset()
+        result = shim.run("--root", str(shim.root / "state"), "create", "--bundle",
+                          str(make_bundle(tmp_path / f"b{n}", spec)), "ctr", program=program)
+        handed_over = shim.calls()[-1]["spec"] if shim.calls() else None
+        try:
+            document = json.loads(handed_over) if handed_over is not None else None
+        except ValueError:
+            document = "invalid JSON"
+        if result.returncode != 0 or document != expected or not shim.python_ran():
+            wrong.append(f"{what}: exit {result.returncode}, python ran: {shim.python_ran()}, "
+                         f"edits {'right' if document == expected else document}")
+        elif runtime_cache.unsealed(entry.read_bytes()) is None:   # whole again (a check line may differ:
+            wrong.append(f"{what}: the entry was not written again")  # other work chmods /dev/null)
+    assert not wrong, "\n".join(wrong[:10]) + f"\n({len(wrong)} wrong)"
+
+
+def test_a_runtime_cache_cut_short_or_changed_is_never_used(shim, tmp_path):
+    """The runtime cache lists the request markers last: cut after the first, a request by annotation
+    would pass as "no GPU". Damaged anywhere, it is not used at all: Python edits config.json and writes
+    the cache again."""
+    spec = minimal_spec(annotations={"cdi.k8s.io/x": "nvidia.com/gpu=0"})
+    shim.reset()
+    expected = create(shim, make_bundle(tmp_path / "first", spec))
+    assert shim.python_ran() and "/dev/nvidia0" in [d["path"] for d in expected["linux"]["devices"]]
+    [cache] = shim.cache_dir.glob("runtime-*.cache")
+    whole = cache.read_bytes()
+    wrong = []
+    for n, (what, damaged) in enumerate(damaged_copies(whole, offsets=16, flips=16)):
+        cache.write_bytes(damaged)
+        shim.reset()
+        document = create(shim, make_bundle(tmp_path / f"b{n}", spec))
+        if document != expected or not shim.python_ran() or runtime_cache.unsealed(cache.read_bytes()) is None:
+            wrong.append(f"{what}: python ran: {shim.python_ran()}, edits right: {document == expected}")
+    assert not wrong, "\n".join(wrong[:10]) + f"\n({len(wrong)} wrong)"
+
+
+def one_error_line(result, program="nvidia-container-runtime") -> str:
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"{program}: error: "), result.stderr
+    return lines[0]
+
+
+def test_a_runtime_removed_since_the_cache_leaves_config_json_as_it_was(shim, tmp_path):
+    """The runtime is a path outside PATH (no search-dir line sees it go): removed, the launcher must
+    not edit config.json before finding out; Python then says which runtime is missing."""
+    spec, _ = cached_bundle(shim, tmp_path)
+    shim.runtime.rename(tmp_path / "runc-elsewhere")
+    bundle = make_bundle(tmp_path / "b", spec)
+    before = (bundle / "config.json").read_bytes()
+    shim.reset()
+    result = shim.run("--root", str(shim.root / "state"), "create", "--bundle", str(bundle), "ctr")
+    assert str(shim.runtime) in one_error_line(result)
+    assert (bundle / "config.json").read_bytes() == before
+    assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
+
+
+@pytest.mark.parametrize("side", ["launcher", "python"])
+def test_a_runtime_that_fails_to_exec_after_the_edits_rolls_them_back(shim, tmp_path, side):
+    """A runtime that passes every check and still fails at the exec (here: open for writing, ETXTBSY):
+    config.json is put back as it was, by the launcher and by Python, and the one error line names
+    the runtime."""
+    spec, _ = cached_bundle(shim, tmp_path)
+    if side == "python":
+        for path in cache_files(shim):
+            path.unlink()
+    bundle = make_bundle(tmp_path / "b", spec)
+    before = (bundle / "config.json").read_bytes()
+    shim.reset()
+    writer = os.open(shim.runtime, os.O_WRONLY)
+    try:
+        result = shim.run("--root", str(shim.root / "state"), "create", "--bundle", str(bundle), "ctr")
+    finally:
+        os.close(writer)
+    assert (bundle / "config.json").read_bytes() == before
+    assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
+    line = one_error_line(result)
+    assert "cannot execute the low-level runtime" in line and str(shim.runtime) in line, line
+    assert "config.json is as it was" in line
+
+
+def test_unsealed_gives_the_lines_only_of_a_whole_unchanged_file():
+    body = "".join(f"check 1 2 3 4 5 6 7 /dev/nvidia{i}\n" for i in range(40)).encode()
+    sealed = runtime_cache.seal(body)
+    assert runtime_cache.unsealed(sealed) == body
+    assert runtime_cache.seal_checksum(b"") == 0xCBF29CE484222325   # FNV-1a's offset basis: no step
+    for what, damaged in damaged_copies(sealed, offsets=len(sealed), flips=len(sealed)):
+        assert runtime_cache.unsealed(damaged) is None, what
