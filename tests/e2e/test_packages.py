@@ -7,10 +7,12 @@ module; then
 - the .deb installs with apt into a fresh Debian root (mmdebstrap minbase, nothing else), its
   programs run there, post-install writes the CDI spec when a driver is present and says so when
   not, removal leaves only the conffiles, purge leaves nothing;
-- installed on this machine inside a private mount namespace (overlays over /usr, /etc, /var and
-  /run, so the host is not changed), and with only what it installed, a private dockerd gives
-  `docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=1` and `docker run --gpus 1` their GPU of a
-  simulated host; removing the package leaves nothing but the conffiles.
+- installed on this machine inside a private mount namespace (overlays over /usr, /etc and /var, an
+  empty /run of its own, so the host is not changed and its /run does not matter), and with only what
+  it installed, a private dockerd gives `docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=1` and
+  `docker run --gpus 1` their GPU of a simulated host; removing the package leaves nothing but the
+  conffiles, and neither removal nor purge takes what it did not make: a /run/cdi that was there
+  before stays with its other spec, one it made goes.
 """
 from __future__ import annotations
 
@@ -600,11 +602,16 @@ def test_rpm_scriptlets_in_a_debian_root(built, bookworm_base, tmp_path):
 
 # --- docker on this machine, in a private mount namespace -----------------------------------------
 
-class OverlayHost:
-    """This machine with /usr, /etc, /var and /run overlaid (upper layers in a temp dir), held by a
-    sleeping process in a private mount namespace; `run` executes there. The host sees none of it."""
+# a spec of another vendor (valid: engines that read /run/cdi meanwhile must not trip on it)
+OTHER_SPEC = 'cdiVersion: "0.5.0"\nkind: vendor.com/device\ndevices:\n- name: x\n  containerEdits:\n    env: ["X=1"]'
 
-    DIRS = ("usr", "etc", "var", "run")
+
+class OverlayHost:
+    """This machine with /usr, /etc and /var overlaid (upper layers in a temp dir) and an empty /run,
+    held by a sleeping process in a private mount namespace; `run` executes there. The host sees none
+    of it, and what the host has in /run (a /run/cdi or not, a running systemd) does not matter."""
+
+    DIRS = ("usr", "etc", "var")
 
     def __init__(self, base: Path):
         self.base = base
@@ -613,7 +620,7 @@ class OverlayHost:
             f"lowerdir=/{d},upperdir={base}/{d}-upper,workdir={base}/{d}-work /{d}" for d in self.DIRS)
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             f"set -e; {mounts}; echo ready; exec sleep 3600"],
+             f"set -e; {mounts}; mount -t tmpfs -o mode=0755 gct-run /run; echo ready; exec sleep 3600"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         line = self.holder.stdout.readline()
         if line.strip() != "ready":
@@ -640,6 +647,12 @@ class OverlayHost:
             found.append(host_path + (" (deleted)" if path.is_char_device() else ""))
         return sorted(found)
 
+    def run_dir(self) -> dict[str, str]:
+        """path -> kind of everything in this host's /run."""
+        run = Path(f"/proc/{self.holder.pid}/root/run")
+        return {"/run/" + str(p.relative_to(run)): "dir" if p.is_dir() and not p.is_symlink() else "file"
+                for p in run.rglob("*")}
+
     def close(self) -> None:
         self.holder.kill()
         self.holder.wait()
@@ -662,6 +675,8 @@ def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tre
     try:
         deb = base / built["deb"].name
         shutil.copy2(built["deb"], deb)
+        # a /run/cdi that was there before, with another vendor's spec
+        host.run(["sh", "-c", f"mkdir /run/cdi && echo '{OTHER_SPEC}' > /run/cdi/vendor.yaml"])
         done = host.run(["dpkg", "-i", str(deb)])
         assert "no NVIDIA driver found" in done.stdout
         host.run(["nvidia-ctk", "simulate", "create", "--gpus", "2", str(base / "sim")])
@@ -702,19 +717,33 @@ def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tre
 
         stop_daemon(daemon)
         daemon = None
+        # a spec at the package's path that the package did not write (the admin's)
+        host.run(["sh", "-c", f"echo '{OTHER_SPEC}' | sed 's/vendor.com/nvidia.com/' > /run/cdi/nvidia.yaml"])
         host.run(["dpkg", "-r", "gpu-container-toolkit"])
         # what dockerd and dpkg keep for themselves is not the package's
         theirs = ("/var/lib/dpkg", "/var/log", "/var/cache", "/etc/docker", "/var/lib/docker", "/run/docker",
                   "/run/containerd", "/var/lib/containerd", "/run/needrestart")
         left = [p for d in OverlayHost.DIRS for p in host.changed(d) if not p.startswith(theirs)]
-        # the runtime's cache dir goes with the package, also when it was there before (made by the
-        # checkout's own programs on this machine)
-        left = [p for p in left if p != "/run/nvidia-container-toolkit (deleted)"]
         # /etc keeps the conffiles (and their directory) and the units' enabled state, which
         # deb-systemd-helper records under /var/lib/systemd until purge; nothing else of the package
         kept = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", *(f"/{WANTS}/{u}" for u in UNITS)}
         assert kept <= set(left), left
         assert [p for p in left if p not in kept and not p.startswith("/var/lib/systemd/deb-systemd-helper-")] == []
+        # /run/cdi and the specs the package did not write are there as before; the runtime's cache
+        # dir is gone
+        before = {"/run/cdi": "dir", "/run/cdi/vendor.yaml": "file", "/run/cdi/nvidia.yaml": "file"}
+        assert {p: k for p, k in host.run_dir().items() if not p.startswith(theirs)} == before
+        host.run(["dpkg", "--purge", "gpu-container-toolkit"])
+        assert [p for d in OverlayHost.DIRS for p in host.changed(d) if not p.startswith(theirs)] == []
+        assert {p: k for p, k in host.run_dir().items() if not p.startswith(theirs)} == before
+
+        # no /run/cdi before: the package makes it for its spec, and the purge takes it again
+        host.run(["rm", "-r", "/run/cdi"])
+        done = host.run(["dpkg", "-i", str(deb)], env={"NVIDIA_CTK_DRIVER_ROOT": str(base / "sim")})
+        assert "wrote the CDI spec /var/run/cdi/nvidia.yaml" in done.stdout
+        assert "/run/cdi/nvidia.yaml" in host.run_dir()
+        host.run(["dpkg", "--purge", "gpu-container-toolkit"])
+        assert {p: k for p, k in host.run_dir().items() if not p.startswith(theirs)} == {}
     finally:
         if daemon is not None:
             stop_daemon(daemon)

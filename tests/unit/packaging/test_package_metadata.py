@@ -171,17 +171,65 @@ def test_refresh_writes_the_spec_named_in_the_environment_file(tmp_path):
                                                        "--device-name-strategy=uuid"]
 
 
-def test_refresh_without_a_driver_removes_a_stale_spec_and_succeeds(tmp_path):
-    spec = tmp_path / "nvidia.yaml"
-    spec.write_text("stale")
-    script, env = _refresh_script(
-        tmp_path, 'echo "nvidia-ctk: error: no NVIDIA driver: libnvidia-ml.so.1 is not installed (driver root /)" >&2\n'
-                  "exit 1\n", defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
-    done = subprocess.run([str(script)], capture_output=True, text=True, env=env)
-    assert done.returncode == 0 and not spec.exists()
-    assert "no NVIDIA driver found; removed the CDI spec" in done.stdout
-    done = subprocess.run([str(script)], capture_output=True, text=True, env=env)
-    assert done.returncode == 0 and "no NVIDIA driver found; no CDI spec written" in done.stdout
+# a stand-in nvidia-ctk that writes a spec while $(dirname $0)/driver exists, else says there is no driver
+CTK_WITH_DRIVER_FILE = (
+    'if [ ! -e "$(dirname "$0")/driver" ]; then\n'
+    '  echo "nvidia-ctk: error: no NVIDIA driver: libnvidia-ml.so.1 is not installed (driver root /)" >&2; exit 1\n'
+    'fi\n'
+    'for a; do case "$a" in --output=*) echo "kind: nvidia.com/gpu" > "${a#--output=}";; esac; done\n')
+
+
+def _refresh(script: Path, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([str(script), *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return done.stdout
+
+
+def test_refresh_without_a_driver_removes_the_spec_it_wrote_and_succeeds(tmp_path):
+    spec = tmp_path / "run" / "cdi" / "nvidia.yaml"
+    script, env = _refresh_script(tmp_path, CTK_WITH_DRIVER_FILE, defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
+    (tmp_path / "driver").touch()
+    assert _refresh(script, env) == f"nvidia-cdi-refresh: wrote the CDI spec {spec}\n"
+    (tmp_path / "driver").unlink()
+    assert "no NVIDIA driver found; removed the CDI spec" in _refresh(script, env)
+    # with the record and the directories it made for the spec (run/ and run/cdi/)
+    assert not (tmp_path / "run").exists()
+    assert "no NVIDIA driver found; no CDI spec written" in _refresh(script, env)
+    assert not (tmp_path / "run").exists(), "no directory is left when nothing was written"
+
+
+def test_refresh_never_removes_what_it_did_not_make(tmp_path):
+    """A spec dir that was there before, with another vendor's spec: after a write and the removal
+    both are there as before; a spec changed since it was written, or written by someone else,
+    stays."""
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    (spec_dir / "vendor.yaml").write_text("kind: vendor.com/device\n")
+    spec = spec_dir / "nvidia.yaml"
+    script, env = _refresh_script(tmp_path, CTK_WITH_DRIVER_FILE, defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
+    (tmp_path / "driver").touch()
+    _refresh(script, env)
+    assert spec.is_file()
+    assert _refresh(script, env, "--remove") == ""
+    assert sorted(p.name for p in spec_dir.iterdir()) == ["vendor.yaml"]
+
+    (vendor_dir := tmp_path / "empty-before").mkdir()
+    script, env = _refresh_script(tmp_path, CTK_WITH_DRIVER_FILE,
+                                  defaults=f"NVIDIA_CDI_SPEC_FILE={vendor_dir}/nvidia.yaml\n")
+    _refresh(script, env)
+    _refresh(script, env, "--remove")
+    assert vendor_dir.is_dir() and list(vendor_dir.iterdir()) == [], "a directory that was there stays"
+
+    script, env = _refresh_script(tmp_path, CTK_WITH_DRIVER_FILE, defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
+    _refresh(script, env)
+    with open(spec, "a") as f:
+        f.write("# the admin's\n")
+    (tmp_path / "driver").unlink()
+    assert "left the CDI spec" in _refresh(script, env)
+    assert "left the CDI spec" in _refresh(script, env, "--remove")
+    assert spec.read_text().endswith("# the admin's\n")
+    spec.write_text("someone else's\n")
+    assert "left the CDI spec" in _refresh(script, env, "--remove") and spec.exists()
 
 
 def test_refresh_with_another_error_fails_and_shows_it(tmp_path):
