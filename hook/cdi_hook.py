@@ -182,6 +182,21 @@ def state_bundle(state: dict) -> str:
     return bundle
 
 
+def fix_root_bundle(bundle: str, pid: int) -> str:
+    """crun (1.8 at least; fixed upstream since) hands createRuntime and prestart hooks `"bundle": "/"`
+    when the container has a user namespace and devices: its getcwd() after it left the bundle. The
+    waiting init `pid` is still where crun started it, in the bundle (nvidia-cdi-hook: container.c)."""
+    if bundle != "/":
+        return bundle
+    where = f"/proc/{pid}/cwd"
+    try:
+        cwd = os.readlink(where)
+    except OSError as e:
+        raise HookError(f"the container state's bundle is /, and the init's directory cannot be read: "
+                        f"{e.strerror}", where) from None
+    return cwd if cwd.startswith("/") and cwd != "/" else bundle
+
+
 def load_container_config(bundle: str, container_spec: str | None = None) -> tuple[dict, str]:
     """(config.json, rootfs) of the bundle: the rootfs is config.json's root.path, relative to the
     bundle (never the cwd). The prestart hook's reader; nvidia-cdi-hook (C, container.c) follows the

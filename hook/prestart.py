@@ -31,9 +31,12 @@ PROG = "nvidia-container-runtime-hook"
 # What injection needs: mounts, setns and cgroup device programs (SYS_ADMIN, BPF), reading
 # /proc/<pid>/ns of the runtime's non-dumpable init (SYS_PTRACE), walking and writing image
 # directories of any owner (DAC_*, FOWNER), and the ldconfig sandbox (SYS_CHROOT, SETPCAP to empty
-# its bounding set). Lowering rlimits and killing our own children need nothing.
+# its bounding set), creating files in a container with a user namespace as the host ids of its root
+# (SETUID, SETGID for setfsuid: libcontainer_c.batch; out of the bounding set, so that nothing the hook
+# execs can have them). Lowering rlimits and killing our own children need nothing.
+NOT_INHERITED = ("setuid", "setgid")
 KEPT_CAPABILITIES = ("sys_admin", "bpf", "sys_ptrace", "dac_override", "dac_read_search", "fowner",
-                     "sys_chroot", "setpcap")
+                     "sys_chroot", "setpcap", *NOT_INHERITED)
 
 
 class UsageError(Exception):
@@ -80,18 +83,18 @@ def drop_privileges() -> None:
     privileges from a setuid bit or file capabilities). Best effort without CAP_SETPCAP (tests)."""
     from libcontainer_c.privileges import keep_only_capabilities
 
-    keep_only_capabilities(KEPT_CAPABILITIES)
+    keep_only_capabilities(KEPT_CAPABILITIES, NOT_INHERITED)
 
 
 def load_container(state: dict) -> tuple[dict, str, int]:
     """(config.json, rootfs, pid) of the container the state describes."""
-    from hook.cdi_hook import HookError, load_container_config, state_bundle
+    from hook.cdi_hook import HookError, fix_root_bundle, load_container_config, state_bundle
 
     bundle = state_bundle(state)
     pid = state.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise HookError("container state has no pid", "stdin")
-    oci, rootfs = load_container_config(bundle)
+    oci, rootfs = load_container_config(fix_root_bundle(bundle, pid))
     return oci, rootfs, pid
 
 

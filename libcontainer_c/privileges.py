@@ -1,8 +1,8 @@
 """Giving up the capabilities a program does not need (the C helper's privileges.c).
 
-    keep_only_capabilities(["sys_admin", "dac_override"])
+    keep_only_capabilities(["sys_admin", "dac_override", "setuid"], not_inherited=["setuid"])
 
-keeps those in the bounding, effective and permitted sets, empties the inheritable and ambient sets
+keeps those in the bounding (but not_inherited), effective and permitted sets, empties the inheritable and ambient sets
 and sets no_new_privs, so nothing the program execs can gain privileges from a setuid bit or file
 capabilities. Without CAP_SETPCAP the bounding set stays as it is (the other sets are still reduced).
 """
@@ -29,5 +29,8 @@ def capability_mask(names) -> int:
     return mask
 
 
-def keep_only_capabilities(names) -> None:
-    check(lib.gct_keep_capabilities(capability_mask(names)), "dropping capabilities")
+def keep_only_capabilities(names, not_inherited=()) -> None:
+    """`not_inherited`: names of `names` this process keeps that leave the bounding set, so that no
+    program it execs gets them even as root."""
+    check(lib.gct_keep_capabilities(capability_mask(names), capability_mask(not_inherited)),
+          "dropping capabilities")

@@ -91,6 +91,8 @@ void hook_state_free(struct hook_state *state);
 /* one scan of a state document: pid and waiting are filled once it is a JSON object, the bundle
  * (malloc'd) only when it is an absolute path; -1 with err filled in otherwise */
 int hook_parse_state(const char *doc, size_t len, struct hook_state *state, struct hook_error *err);
+/* a waiting state's bundle "/" (crun's, with a user namespace and devices) becomes the init's cwd */
+int hook_fix_root_bundle(struct hook_state *state, struct hook_error *err);
 int hook_config_root_path(const char *doc, size_t len, const char *where, char **path, struct hook_error *err);
 int hook_container_rootfs(const char *bundle, const char *container_spec, char **rootfs,
                           struct hook_error *err);

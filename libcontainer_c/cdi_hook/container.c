@@ -5,6 +5,7 @@
  * (O_NONBLOCK, regular files only: a FIFO there must not hang the container's start). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,32 @@ int hook_read_state(int fd, struct hook_state *state, struct hook_error *err)
         rc = hook_parse_state(doc, len, state, err);
     free(doc);
     return rc;
+}
+
+/* crun (1.8 at least; fixed upstream since) hands createRuntime and prestart hooks `"bundle": "/"`
+ * when the container has a user namespace and devices: its getcwd() after it left the bundle. The
+ * waiting init is still where crun started it, in the bundle: its cwd is the bundle then. */
+int hook_fix_root_bundle(struct hook_state *state, struct hook_error *err)
+{
+    char path[64], cwd[PATH_MAX];
+    ssize_t n;
+
+    if (strcmp(state->bundle, "/") != 0 || !state->waiting || state->pid <= 0)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%ld/cwd", state->pid);
+    n = readlink(path, cwd, sizeof(cwd) - 1);
+    if (n < 0)
+        return hook_fail(err, path, "the container state's bundle is /, and the init's directory cannot be "
+                         "read: %s", strerror(errno));
+    cwd[n] = '\0';
+    if (cwd[0] != '/' || strcmp(cwd, "/") == 0)
+        return 0;   /* nothing better: config.json is looked for in / and its absence reported */
+    char *bundle = strdup(cwd);
+    if (bundle == NULL)
+        return hook_fail(err, NULL, "out of memory");
+    free(state->bundle);
+    state->bundle = bundle;
+    return 0;
 }
 
 void hook_state_free(struct hook_state *state)

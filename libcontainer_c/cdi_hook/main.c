@@ -60,6 +60,8 @@ static int run(const struct hook_tasks *tasks, struct hook_error *err)
     if (rc == 0)
         rc = hook_enter_container(&state, err);
     if (rc == 0)
+        rc = hook_fix_root_bundle(&state, err);
+    if (rc == 0)
         rc = hook_container_rootfs(state.bundle, tasks->container_spec, &rootfs, err);
     if (rc == 0)
         rc = hook_run_tasks(rootfs, tasks, err);

@@ -191,14 +191,18 @@ static void rollback(int *mounts, size_t n)
 }
 
 /* The child's whole life: enter, open the root, run, roll back on error. Returns the exit code. */
-static int child_main(int mntns_fd, const char *root_path, const struct gct_op *ops, size_t nops,
-                      int *mounts, struct gct_batch_error *e)
+static int child_main(int mntns_fd, const char *root_path, long fs_uid, long fs_gid, const struct gct_op *ops,
+                      size_t nops, int *mounts, struct gct_batch_error *e)
 {
     size_t i, nmounts = 0;
     int rootfd, fd;
 
     if (mntns_fd >= 0 && setns(mntns_fd, CLONE_NEWNS) < 0) {
         set_error(e, -1, 0, "setns", root_path);
+        return 1;
+    }
+    if ((fs_uid >= 0 || fs_gid >= 0) && gct_create_files_as(fs_uid, fs_gid) < 0) {
+        set_error(e, -1, 0, "setfsuid", root_path);
         return 1;
     }
     /* modes in the batch are meant exactly (a runtime may start hooks with a strict umask) */
@@ -262,8 +266,8 @@ static void wait_child(pid_t pid)
         ;
 }
 
-int gct_run_batch(int mntns_fd, const char *root_path, const struct gct_op *ops, unsigned long nops,
-                  int *mounts, struct gct_batch_error *error)
+int gct_run_batch(int mntns_fd, const char *root_path, long fs_uid, long fs_gid, const struct gct_op *ops,
+                  unsigned long nops, int *mounts, struct gct_batch_error *error)
 {
     int pipefd[2], code;
     pid_t parent = getpid(), pid;
@@ -286,7 +290,7 @@ int gct_run_batch(int mntns_fd, const char *root_path, const struct gct_op *ops,
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(2);
-        code = child_main(mntns_fd, root_path, ops, nops, mounts, error);
+        code = child_main(mntns_fd, root_path, fs_uid, fs_gid, ops, nops, mounts, error);
         write_all(pipefd[1], error, sizeof(*error));
         _exit(code);
     }

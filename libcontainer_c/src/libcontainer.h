@@ -103,10 +103,13 @@ struct gct_batch_error {
     char path[4096];  /* the operation's path (or the root for setup stages) */
 };
 /* Forks; the child enters mntns_fd (skipped when -1), opens root_path there and runs ops in order.
+ * fs_uid, fs_gid (both -1: unchanged): the ids the child creates files with, the host's ids of the
+ * root of the container's user namespace (a file system mounted in that namespace, such as the /dev
+ * tmpfs, refuses to create files for ids it cannot map: EOVERFLOW).
  * mounts: caller-provided scratch of nops ints (no allocation happens in the child). On the first
  * error the child unmounts what it mounted; returns -1 with errno and error filled in. */
-int gct_run_batch(int mntns_fd, const char *root_path, const struct gct_op *ops, unsigned long nops,
-                  int *mounts, struct gct_batch_error *error);
+int gct_run_batch(int mntns_fd, const char *root_path, long fs_uid, long fs_gid, const struct gct_op *ops,
+                  unsigned long nops, int *mounts, struct gct_batch_error *error);
 
 /* privileges.c */
 struct gct_limits {
@@ -119,8 +122,12 @@ int gct_set_limits(const struct gct_limits *limits);
 /* securebits (no root privileges on exec, locked), no_new_privs, empty ambient/bounding/capability sets */
 int gct_drop_privileges(void);
 /* Only the capabilities in keep (bit n = capability n) stay in the bounding, effective and permitted
- * sets (the bounding set only with CAP_SETPCAP); inheritable and ambient emptied; no_new_privs. */
-int gct_keep_capabilities(unsigned long long keep);
+ * sets (the bounding set only with CAP_SETPCAP); inheritable and ambient emptied; no_new_privs. Those
+ * also in not_inherited leave the bounding set: this process keeps them, nothing it execs gets them. */
+int gct_keep_capabilities(unsigned long long keep, unsigned long long not_inherited);
+/* Files are created as uid, gid (setfsuid/setfsgid: needs CAP_SETUID and CAP_SETGID) with the same
+ * effective capabilities as before (the kernel drops the file system ones on leaving fsuid 0). */
+int gct_create_files_as(long uid, long gid);
 
 /* sandbox_exec.c: run a host binary from its fd inside a rootfs, unprivileged */
 struct gct_sandbox {

@@ -6,6 +6,7 @@
 #include <linux/securebits.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -79,14 +80,14 @@ int gct_drop_privileges(void)
 
 /* Bounding set first (dropping needs CAP_SETPCAP, which keep may not hold), then the sets. Without
  * CAP_SETPCAP (a test run by an unprivileged user) the bounding set stays as it is. */
-int gct_keep_capabilities(unsigned long long keep)
+int gct_keep_capabilities(unsigned long long keep, unsigned long long not_inherited)
 {
     struct __user_cap_header_struct header;
     struct __user_cap_data_struct data[2];
     int cap;
 
     for (cap = 0; cap <= 63; cap++) {
-        if (keep & (1ULL << cap))
+        if ((keep & ~not_inherited) & (1ULL << cap))
             continue;
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
             if (errno == EINVAL || errno == EPERM)   /* past the last capability; no CAP_SETPCAP */
@@ -107,4 +108,29 @@ int gct_keep_capabilities(unsigned long long keep)
     if (syscall(SYS_capset, &header, data) < 0)
         return -1;
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+int gct_create_files_as(long uid, long gid)
+{
+    struct __user_cap_header_struct header;
+    struct __user_cap_data_struct data[2];
+
+    if (uid < 0 || gid < 0 || uid > 0xfffffffeL || gid > 0xfffffffeL) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* setfsuid reports no error: each call returns the previous id, so a second call tells */
+    setfsgid((gid_t)gid);
+    setfsuid((uid_t)uid);
+    if ((long)setfsgid((gid_t)-1) != gid || (long)setfsuid((uid_t)-1) != uid) {
+        errno = EPERM;
+        return -1;
+    }
+    memset(&header, 0, sizeof(header));
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    if (syscall(SYS_capget, &header, data) < 0)
+        return -1;
+    data[0].effective = data[0].permitted;
+    data[1].effective = data[1].permitted;
+    return (int)syscall(SYS_capset, &header, data);
 }

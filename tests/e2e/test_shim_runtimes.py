@@ -7,11 +7,14 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.bundle import make_bundle
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
+from tests.support.mountns import dev_with_extra_nodes, run_in_private_mount_ns
 from tests.e2e.shim_host import (GPU_REPORT, SHIM, ShimLifecycle, build_gpu_host, parse_gpu_report, shim_env,
                                  write_shim_config)
 
@@ -224,3 +227,83 @@ def test_legacy_program_name_adds_the_hook_that_injects_at_prestart(gpu_host, tm
     [entry] = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"]
     assert entry["path"] == str(hook) and entry["args"] == ["nvidia-container-runtime-hook", "prestart"]
     assert f"NVIDIA_CTK_CONFIG_FILE_PATH={tmp_path / 'config.toml'}" in entry["env"]
+
+
+USERNS_BASE = 100000   # the host uid and gid that are root inside the containers with a user namespace
+
+
+def with_user_namespace(bundle):
+    """config.json with a user namespace: the container's ids 0-65535 are the host's 100000-165535, and
+    the rootfs belongs to the container's root, as a userns-remapped engine prepares them."""
+    subprocess.run(["chown", "-R", "-h", f"{USERNS_BASE}:{USERNS_BASE}", str(bundle / "rootfs")], check=True)
+    config = json.loads((bundle / "config.json").read_text())
+    config["linux"]["namespaces"].append({"type": "user"})
+    mapping = [{"containerID": 0, "hostID": USERNS_BASE, "size": 65536}]
+    config["linux"]["uidMappings"] = mapping
+    config["linux"]["gidMappings"] = mapping
+    (bundle / "config.json").write_text(json.dumps(config))
+    return bundle
+
+
+def run_with_host_nodes(lifecycle, bundle, host_dev):
+    """The lifecycle with the simulated host's nodes in /dev (this private namespace's), where a real
+    driver makes them: in a user namespace runc cannot mknod and bind-mounts each node from the
+    device's path on the host."""
+    nodes = {str(p.relative_to(host_dev)): str(p) for p in host_dev.rglob("*") if p.is_char_device()}
+    dev_with_extra_nodes(nodes)
+    return lifecycle.run(bundle)
+
+
+USERNS_REPORT = GPU_REPORT + "; cat /proc/self/uid_map; cd /dev; stat -c 'NODE %n %u:%g %a %F' nvidia*"
+
+
+@pytest.fixture(scope="module")
+def userns_work():
+    """A work dir the containers' root (host uid 100000) can traverse, unlike pytest's (0700): runc and
+    crun bind-mount the rootfs and the driver's files from inside the user namespace."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (device nodes, runc)")
+    work = Path(tempfile.mkdtemp(prefix="gct-userns-"))
+    try:
+        work.chmod(0o755)
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def userns_gpu_host(userns_work):
+    if not SHIM.exists():
+        pytest.skip(f"{SHIM} is not installed (make venv)")
+    ensure_hugetlb_on_v1()
+    return build_gpu_host(userns_work / "host")
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+@pytest.mark.parametrize("mode", ["cdi", "jit-cdi", "legacy"])
+def test_a_container_with_a_user_namespace_gets_its_gpu(userns_gpu_host, userns_work, runtime, mode):
+    """Rootless and userns-remapped engines: the container's root is an unprivileged host uid. The
+    container gets GPU 0 in every mode under both runtimes. Its device nodes are the host's, bind-mounted
+    (runc, and the prestart hook in legacy mode), seen inside as owned by nobody (the host's root is not
+    mapped), or crun's own for config.json's devices. Failed before: legacy under both runtimes (EOVERFLOW
+    making the mount target in the container's /dev), cdi and jit-cdi under crun (its state's bundle "/")."""
+    gpu_host, tmp_path = userns_gpu_host, userns_work / f"{runtime}-{mode}"
+    tmp_path.mkdir()
+    bundle = with_user_namespace(make_bundle(tmp_path / "bundle", ["sh", "-c", USERNS_REPORT], glibc=True,
+                                             env=["NVIDIA_VISIBLE_DEVICES=0",
+                                                  "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]))
+    lifecycle = lifecycle_for(runtime, gpu_host, tmp_path, mode=mode)
+    code, output, stderr = run_in_private_mount_ns(run_with_host_nodes, lifecycle, bundle, gpu_host.root / "dev")
+    assert code == 0, stderr
+    seen = parse_gpu_report("\n".join(line for line in output.splitlines() if not line.startswith(("NODE", " "))))
+    assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[0])]
+    assert {"nvidia0", "nvidiactl", "nvidia-uvm"} <= set(seen["dev"]) and "nvidia1" not in seen["dev"]
+    assert "libcuda.so.1" in seen["libs"]
+    assert output.splitlines()[-len(seen["dev"]) - 1].split() == ["0", str(USERNS_BASE), "65536"]   # uid_map
+    nodes = {line.split()[1]: line.split(maxsplit=4)[2:] for line in output.splitlines() if line.startswith("NODE ")}
+    if runtime == "crun" and mode != "legacy":
+        # crun makes the nodes of config.json itself, on the host, for the container's root (its umask
+        # applied to the spec's 0666)
+        assert nodes["nvidia0"] == ["0:0", "644", "character special file"], nodes
+    else:   # the host's node bound: owned by the host's root, which the namespace does not map
+        assert nodes["nvidia0"] == ["65534:65534", "666", "character special file"], nodes

@@ -6,6 +6,7 @@
 - `cover_with_tmpfs(target)`: a fresh tmpfs on target (/tmp, /run) in such a namespace, with this
   checkout and the interpreter's environment bound back when they lie below target, so that the
   suite runs from a checkout anywhere; `private_run()`: a preexec_fn giving a daemon its own /run.
+- `dev_with_extra_nodes(nodes)`: (in such a namespace) a /dev that also has a simulated host's nodes.
 - `process_in_mount_ns()`: a stand-in container, a `sleep` in its own mount namespace (optionally with
   a procfs and bind mounts made inside), killed on exit.
 - snapshots to compare before/after: `mountinfo_lines`, `mounts_under`, `tree_listing`.
@@ -75,6 +76,34 @@ def cover_with_tmpfs(target: str, name: str, mode: str = "0755", keep=None) -> l
     return kept
 
 
+def dev_with_extra_nodes(nodes: dict[str, str]) -> None:
+    """In this process' private mount namespace: /dev becomes a tmpfs holding the machine's /dev
+    entries (bound back; links copied) and each name of nodes (a device node of a simulated host,
+    bound from its path there), as on a host whose driver made its nodes in /dev. Nothing is created
+    in the machine's /dev."""
+    held = os.open("/dev", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        old = f"/proc/self/fd/{held}"
+        names = os.listdir(old)
+        _mount("gct-dev", "/dev", "tmpfs", 0, "mode=0755")
+        for name in names:
+            source, target = f"{old}/{name}", f"/dev/{name}"
+            if os.path.islink(source):
+                os.symlink(os.readlink(source), target)
+                continue
+            if os.path.isdir(source):
+                os.mkdir(target)
+            else:
+                open(target, "x").close()
+            _mount(source, target, None, MS_BIND | MS_REC, None)
+        for name, source in nodes.items():
+            os.makedirs(os.path.dirname(f"/dev/{name}"), exist_ok=True)
+            open(f"/dev/{name}", "x").close()
+            _mount(source, f"/dev/{name}", None, MS_BIND, None)
+    finally:
+        os.close(held)
+
+
 def private_run() -> None:
     """A subprocess' preexec_fn: its own mount namespace with an empty /run, so that what a daemon (and
     the shims and runtimes it starts) writes there at fixed paths (/run/docker/plugins, containerd's
@@ -115,12 +144,13 @@ def run_in_private_mount_ns(func, *args, **kwargs):
 
 
 @contextlib.contextmanager
-def process_in_mount_ns(propagation: str = "private", proc_at=None, binds=()):
+def process_in_mount_ns(propagation: str = "private", proc_at=None, binds=(), cwd=None):
     """Yield the pid of `unshare -m --propagation PROPAGATION sleep 120`, once it is in its own mount
     namespace; with proc_at, a procfs is mounted there inside that namespace, and each (source, target)
     of binds is bind-mounted there (a container's init whose namespace has what the caller's does not:
-    the runtime's mounts, a volume). Killed on exit."""
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", propagation, "sleep", "120"])
+    the runtime's mounts, a volume); cwd: its working directory (crun starts it in the bundle). Killed on
+    exit."""
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", propagation, "sleep", "120"], cwd=cwd)
     try:
         # wait until the process is in its own namespace (unshare has exec'd sleep)
         for _ in range(200):

@@ -127,6 +127,18 @@ def test_a_hook_in_another_pid_namespace_than_procs_stays(bundle, container_init
 
 
 @needs_root
+def test_crun_s_bundle_slash_is_the_waiting_init_s_directory(bundle, library):
+    """crun hands createRuntime hooks `"bundle": "/"` in a container with a user namespace and devices:
+    the bundle is then the directory the init was started in."""
+    binds = [(library, bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY)]
+    with process_in_mount_ns(binds=binds, cwd=bundle) as init:
+        result = run_in_runtime_namespace(ARGS, {"ociVersion": "1.0", "id": "c", "pid": init, "root": "rootfs",
+                                                 "bundle": "/", "status": "created"})
+    assert result.returncode == 0 and result.stderr == "", result
+    assert f"libgctcdi.so.1 (libc6,x86-64) => {LIBRARY_DIR}/libgctcdi.so.1" in cache_listing(bundle / "rootfs")
+
+
+@needs_root
 def test_an_init_that_is_gone_is_one_line(bundle):
     gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
     assert error_line(run_hook(ARGS, state(bundle, int(gone)))) == \

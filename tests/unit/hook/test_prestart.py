@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hook.prestart import KEPT_CAPABILITIES, UsageError, parse_argv
+from hook.prestart import KEPT_CAPABILITIES, NOT_INHERITED, UsageError, parse_argv
 from libcontainer_c.privileges import capability_mask
 
 HOOK = Path(sys.executable).parent / "nvidia-container-runtime-hook"
@@ -135,8 +135,10 @@ def test_privileges_after_the_drop():
     # e.g. CAP_BPF under a Docker that does not grant it with --privileged
     had = int(own_status_field("CapBnd"), 16)
     kept = capability_mask(KEPT_CAPABILITIES) & had
-    for field in ("CapEff", "CapPrm", "CapBnd"):
+    for field in ("CapEff", "CapPrm"):
         assert int(fields[field], 16) == kept, field
+    # setuid and setgid (setfsuid in a container with a user namespace) are not for what the hook execs
+    assert int(fields["CapBnd"], 16) == kept & ~capability_mask(NOT_INHERITED)
     assert int(fields["CapInh"], 16) == 0 and int(fields["CapAmb"], 16) == 0
     assert fields["NoNewPrivs"].strip() == "1"
     # what the container must never get from us
@@ -185,3 +187,30 @@ def test_help_is_the_usage_line_and_success(flag):
                           stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[3])
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.startswith("usage: nvidia-container-runtime-hook [-config FILE]")
+
+
+def test_crun_s_bundle_slash_is_the_waiting_init_s_directory(tmp_path):
+    """crun hands prestart hooks `"bundle": "/"` in a container with a user namespace and devices: the
+    bundle is then the directory the init (the state's pid) was started in."""
+    from hook.prestart import load_container
+
+    bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
+    init = subprocess.Popen(["sleep", "60"], cwd=bundle)
+    try:
+        oci, rootfs, pid = load_container({"bundle": "/", "pid": init.pid, "status": "created"})
+    finally:
+        init.kill()
+        init.wait()
+    assert (rootfs, pid) == (str(bundle / "rootfs"), init.pid)
+    assert oci["process"]["env"] == ["NVIDIA_VISIBLE_DEVICES=0"]
+
+
+def test_bundle_slash_with_an_init_that_is_gone_is_one_line():
+    from hook.cdi_hook import HookError
+    from hook.prestart import load_container
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    with pytest.raises(HookError) as caught:
+        load_container({"bundle": "/", "pid": int(gone)})
+    assert str(caught.value) == ("the container state's bundle is /, and the init's directory cannot be read: "
+                                 f"No such file or directory (/proc/{gone}/cwd)")

@@ -6,6 +6,7 @@ that namespace only and goes away with the process. We look inside with nsenter.
 import errno
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -199,3 +200,84 @@ def test_a_batch_runs_once(tmp_path):
     batch.run(rootfs=tmp_path / "rootfs")
     with pytest.raises(RuntimeError, match="only once"):
         batch.run(rootfs=tmp_path / "rootfs")
+
+
+# The child unshares, waits for its maps, then becomes the namespace's root (as a runtime's init does)
+# and execs the script, with every capability there.
+_USERNS_CHILD = """
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x00020000) != 0:   # CLONE_NEWUSER | CLONE_NEWNS
+    sys.exit("unshare failed")
+print("unshared", flush=True)
+sys.stdin.readline()
+os.setgroups([])
+os.setresgid(0, 0, 0)
+os.setresuid(0, 0, 0)
+os.execvp("sh", ["sh", "-c", sys.argv[1]])
+"""
+
+
+def in_user_namespace(script: str, uid: int, gid: int) -> subprocess.Popen:
+    """`sh -c script` as root of a user namespace of its own (and of a mount namespace it owns) whose
+    ids 0-65535 are the host's uid.. and gid.., mapped by us as a runtime maps them."""
+    proc = subprocess.Popen([sys.executable, "-c", _USERNS_CHILD, script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "unshared\n"
+    with open(f"/proc/{proc.pid}/uid_map", "w") as f:
+        f.write(f"0 {uid} 65536\n")
+    with open(f"/proc/{proc.pid}/gid_map", "w") as f:
+        f.write(f"0 {gid} 65536\n")
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    return proc
+
+
+@pytest.fixture
+def userns_container():
+    """(pid, rootfs) of a process in a user namespace of its own (its ids 0-65535 the host's
+    100000-165535, the host's root not mapped) and a mount namespace that namespace owns, where the
+    rootfs' /dev is a tmpfs it mounted, as a runtime mounts it in such a container. The rootfs lies in
+    a directory the namespace's root can traverse (pytest's temp dirs are 0700)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    work = Path(tempfile.mkdtemp(prefix="gct-batch-userns-"))
+    work.chmod(0o755)
+    rootfs = work / "rootfs"
+    (rootfs / "dev").mkdir(parents=True)
+    proc = in_user_namespace(f"mount -t tmpfs tmpfs '{rootfs}/dev' && echo ready && exec sleep 120", 100000, 100000)
+    try:
+        assert proc.stdout.readline() == "ready\n", "the stand-in container did not start"
+        yield proc.pid, rootfs
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_in_a_user_namespace_files_are_made_for_its_root(userns_container):
+    """The container's /dev tmpfs belongs to its user namespace, which cannot map the host's root: files
+    made there as the host's root fail with EOVERFLOW (a device node's mount target did). The batch makes
+    them as the host ids of the namespace's root, who owns them."""
+    pid, rootfs = userns_container
+    with RootfsBatch() as batch:
+        batch.bind_device("/dev/null", "/dev/nvidiactl", 1, 3)
+        batch.mkdirs("/dev/nvidia-caps")
+        batch.run(rootfs=rootfs, pid=pid)
+    assert set(container_mounts(pid, rootfs)) == {"/dev", "/dev/nvidiactl"}
+    owners = inside(pid, "stat", "-c", "%n %u:%g", str(rootfs / "dev/nvidia-caps"), str(rootfs / "dev")).split("\n")
+    assert owners[:2] == [f"{rootfs}/dev/nvidia-caps 100000:100000", f"{rootfs}/dev 100000:100000"]
+
+
+def test_container_root_ids():
+    from libcontainer_c.batch import container_root_ids
+
+    assert container_root_ids(os.getpid()) == (-1, -1)    # our own user namespace
+    proc = in_user_namespace("echo ready; read x", 100000, 200000)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        assert container_root_ids(proc.pid) == (100000, 200000)
+    finally:
+        proc.kill()
+        proc.wait()
