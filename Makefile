@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 APT_STAMP := $(VENV)/.apt-installed
 
 # build: gcc, python3-dev (the cffi module), libc6-dev (its headers and the static launcher's libc.a). Tests and demo: the real runtimes and
-# engines, busybox-static for test images, the tools the packaging and e2e tests call.
+# engines, busybox-static for test images, the tools the packaging and e2e tests call; etcd-server and openssl
+# for the Kubernetes control plane of the e2e tests (docs/kubernetes-testing.md).
 APT_PACKAGES := gcc make libc6-dev python3-venv python3-dev \
 	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
-	rpm mmdebstrap systemd lintian
+	rpm mmdebstrap systemd lintian etcd-server openssl
 
-.PHONY: all venv demo test test-unit test-e2e reliability reliability-report bench clean apt packages
+.PHONY: all venv kube demo test test-unit test-e2e reliability reliability-report bench clean apt packages
 
 all: venv
 
@@ -48,13 +49,19 @@ venv: $(STAMP)
 demo: venv
 	$(BIN)/python scripts/demo.py
 
-test: venv
+# The Kubernetes e2e tests' binaries, once per machine, into ~/.cache/gpu-container-toolkit/kube (XDG_CACHE_HOME):
+# containerd 1.7 from Debian's next release, kubelet, kube-apiserver, kube-scheduler, kube-controller-manager
+# built from the Go module proxy (10 min or more the first time; nothing later). KUBE_BIN_DIR=DIR uses yours.
+kube: venv
+	@$(BIN)/python -m tests.support.kube.setup
+
+test: venv kube
 	$(BIN)/python -m pytest -ra
 
 test-unit: venv
 	$(BIN)/python -m pytest -ra -m 'not e2e'
 
-test-e2e: venv
+test-e2e: venv kube
 	$(BIN)/python -m pytest -ra -m e2e
 
 # The reliability suite (tests/reliability, docs/RELIABILITY.md) with the full counts; `make test` runs it

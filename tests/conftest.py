@@ -11,8 +11,9 @@ import pytest
 
 from tests.support import leftovers
 
-# fixtures every test may use without importing them: private dockerd/containerd/podman, CDI podman
-pytest_plugins = ["tests.e2e.engines", "tests.e2e.podman_env"]
+# fixtures every test may use without importing them: private dockerd/containerd/podman, CDI podman, a
+# Kubernetes node (tests/support/kube)
+pytest_plugins = ["tests.e2e.engines", "tests.e2e.podman_env", "tests.support.kube.fixtures"]
 
 TESTS = Path(__file__).resolve().parent
 # e2e: starts real runtimes or daemons. All of tests/e2e, and these security tests.
