@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hostile import HOSTILE_NVML_SOURCES, NVML_LIBRARY as LIBRARY, hostile_nvml_host
 from tests.support.simulated_host import simulate_create
 
 BIN = Path(sys.executable).parent
-LIBRARY = "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (BIN / "nvidia-container-cli").exists(),
                                 reason="needs root (device nodes of the simulated host) and the launchers")
 
@@ -30,6 +30,8 @@ def healthy(tmp_path_factory) -> Path:
 
 def broken_host(healthy: Path, tmp_path: Path, how: str) -> Path:
     root = tmp_path / f"host-{how}"
+    if how in HOSTILE_NVML_SOURCES:
+        return hostile_nvml_host(healthy, root, how)
     subprocess.run(["cp", "-a", str(healthy), str(root)], check=True)
     library = Path(os.path.realpath(root / LIBRARY))
     data = library.read_bytes()
@@ -44,21 +46,7 @@ def broken_host(healthy: Path, tmp_path: Path, how: str) -> Path:
     elif how == "fifo":               # dlopen would block opening it
         library.unlink()
         os.mkfifo(library)
-    elif how in HOSTILE_SOURCES:
-        source = tmp_path / "nvml.c"
-        source.write_text(HOSTILE_SOURCES[how])
-        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
     return root
-
-
-# libnvidia-ml.so.1 variants that are whole ELF objects, each broken in its own code
-HOSTILE_SOURCES = {
-    "hang": "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n",   # nvmlInit_v2 never returns
-    "load-hang": ("#include <unistd.h>\n"                                             # dlopen never returns
-                  "__attribute__((constructor)) static void stuck(void) { for (;;) pause(); }\n"
-                  "int nvmlInit_v2(void) { return 0; }\n"),
-    "init-crash": "int nvmlInit_v2(void) { return *(volatile int *)0; }\n",           # SIGSEGV in nvmlInit_v2
-}
 
 
 EXPECTED = {
