@@ -1,6 +1,6 @@
 """The Kubernetes harness itself, end to end (tests/support/kube, docs/kubernetes-testing.md): a standalone
 kubelet runs a static pod on containerd 1.7, and on 1.6 through our shim; a restarted kubelet finds its pod
-again; a control plane schedules a pod onto a Ready node; nothing of a node is left on the machine once it
+again, a restarted containerd keeps it; a control plane schedules a pod onto a Ready node; nothing of a node is left on the machine once it
 is stopped."""
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def test_standalone_kubelet_runs_a_static_pod_on_containerd_1_7_and_leaves_nothi
         with node.pod_resources() as api:
             listed = {(p.namespace, p.name) for p in api.list().pod_resources}
         assert ("default", full_name) in listed
+        assert node.wait_allocatable("nvidia.com/gpu", 0) == []  # no device plugin here
         # a restarted kubelet (what the device-plugin tests do) finds its pod again and serves the API again
         node.restart_kubelet()
         node.wait_static_pod_running("hello")
@@ -75,6 +76,13 @@ def test_standalone_kubelet_runs_a_static_pod_through_our_shim_on_containerd_1_6
     calls = debug_log.read_text().splitlines()
     creates = [c for c in calls if "command create," in c or "passthrough of 'create'" in c]
     assert len(creates) >= 2, calls  # the pod's sandbox and its container
+    # a restarted containerd keeps the running pod, and the kubelet starts a new one through it
+    node.restart_containerd()
+    node.add_static_pod(_hello_pod("after-restart", token))
+    node.wait_static_pod_running("after-restart")
+    assert node.static_pod("hello")["status"]["phase"] == "Running"
+    wait_until(lambda: token in node.container_log("after-restart", "main"), "the new pod's greeting", 30,
+               node.daemons())
 
 
 def test_control_plane_schedules_a_pod_onto_the_ready_node(kube_node):

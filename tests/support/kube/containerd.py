@@ -93,18 +93,24 @@ def _write_cni(workdir: Path) -> None:
         json.dumps({"cniVersion": "0.4.0", "name": "gct-noop", "type": "gct-noop"}))
 
 
-def start(ns: MountNamespace, workdir: Path, settings: ContainerdSettings) -> Daemon:
+def start(ns: MountNamespace, workdir: Path, settings: ContainerdSettings, run: int = 1) -> Daemon:
+    """containerd with its root, state, config and CNI config in workdir (made by the first run, kept by
+    later ones: a restart finds its images and running containers), its log in workdir.parent/containerd-<run>
+    (the daemon's own dir, which stopping it removes; its shims keep running)."""
     containerd, bin_dir = binaries(settings.version)
     if not os.access(containerd, os.X_OK):
         raise FileNotFoundError(f"containerd {settings.version} is not there ({containerd}): run `make kube`")
-    workdir.mkdir(parents=True)
-    _write_cni(workdir)
     config = workdir / "config.toml"
-    config.write_text(config_text(workdir, settings))
+    if not config.exists():
+        workdir.mkdir(parents=True)
+        _write_cni(workdir)
+        config.write_text(config_text(workdir, settings))
+    log_dir = workdir.parent / f"containerd-{run}"
+    log_dir.mkdir()
     # containerd finds its shim (containerd-shim-runc-v2) on PATH: the one of the same release first
     env = {**settings.env, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
     socket = socket_of(workdir)
-    daemon = _spawn("containerd", ns.argv([str(containerd), "--config", str(config)]), workdir, socket, [], env)
+    daemon = _spawn("containerd", ns.argv([str(containerd), "--config", str(config)]), log_dir, socket, [], env)
     _wait_for(lambda: socket.exists() and ctr(daemon, settings.version, "version", check=False).returncode == 0,
               daemon, "its API answered")
     return daemon

@@ -72,6 +72,7 @@ class KubeNode:
     plane: ControlPlane | None = None
     kubelet_config: dict = field(default_factory=dict)
     _kubelet_starts: int = 0
+    _containerd_starts: int = 0
 
     # -- the parts -------------------------------------------------------------------------------------
     @property
@@ -107,8 +108,41 @@ class KubeNode:
         still running there when the node stops is killed."""
         return self.ns.popen(command, **kwargs)
 
+    # -- containerd -------------------------------------------------------------------------------------
+    @property
+    def containerd_dir(self) -> Path:
+        return self.workdir / "containerd"
+
+    def start_containerd(self) -> Daemon:
+        self._containerd_starts += 1
+        self.containerd = containerd_mod.start(self.ns, self.containerd_dir, self.containerd_settings,
+                                               self._containerd_starts)
+        return self.containerd
+
+    def restart_containerd(self) -> Daemon:
+        """Stop containerd and start it again on the same root and state: running containers stay (their
+        shims are not its children), the kubelet reconnects."""
+        stop_daemon(self.containerd)
+        return self.start_containerd()
+
     def ctr(self, *args: str, check: bool = True):
         return containerd_mod.ctr(self.containerd, self.containerd_settings.version, *args, check=check)
+
+    def allocatable_devices(self) -> dict[str, list[str]]:
+        """resource name -> device ids the kubelet can allocate now (pod-resources GetAllocatableResources:
+        works standalone too)."""
+        with self.pod_resources() as api:
+            return api.allocatable_devices()
+
+    def wait_allocatable(self, resource: str, count: int, timeout: float = 30) -> list[str]:
+        """The device ids of resource once the kubelet offers exactly count of them (0: none)."""
+        found: list[str] = []
+
+        def offered() -> bool:
+            found[:] = self.allocatable_devices().get(resource, [])
+            return len(found) == count
+        wait_until(offered, f"{count} {resource} allocatable (last seen: {found})", timeout, self.daemons())
+        return list(found)
 
     def pod_resources(self):
         """A client of the kubelet's pod-resources API, a podresources.PodResources (close it, or use it in a
@@ -260,7 +294,7 @@ def kube_node(bin_dir: Path, containerd: ContainerdSettings | None = None, kubel
     try:
         node.ns.start()
         node.static_pods.mkdir()
-        node.containerd = containerd_mod.start(node.ns, workdir / "containerd", node.containerd_settings)
+        node.start_containerd()
         _import_images(node, glibc_image)
         if control_plane:
             try:
@@ -272,7 +306,7 @@ def kube_node(bin_dir: Path, containerd: ContainerdSettings | None = None, kubel
             node.kubelet_settings = replace(node.kubelet_settings, kubeconfig=node.plane.kubeconfig)
         kubelet_mod.make_cgroup_root(node.cgroup_root)
         node.kubelet_config = kubelet_mod.kubelet_config(node.kubelet_settings, node.cgroup_root, node.static_pods,
-                                                         node.ports, containerd_mod.socket_of(workdir / "containerd"))
+                                                         node.ports, containerd_mod.socket_of(node.containerd_dir))
         node.start_kubelet()
         if control_plane:
             node.wait_ready()
