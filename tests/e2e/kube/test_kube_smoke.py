@@ -15,7 +15,7 @@ from tests.support.kube import paths
 from tests.support.kube.containerd import ContainerdSettings
 from tests.support.kube.control_plane import node_ready, wait_until
 from tests.support.kube.fixtures import skip_reason_for_node
-from tests.support.kube.kubelet import v1_hierarchies
+from tests.support.kube.kubelet import cgroup_root_dirs
 from tests.support.kube.node import kube_node, pod_manifest
 
 
@@ -53,7 +53,7 @@ def test_standalone_kubelet_runs_a_static_pod_on_containerd_1_7_and_leaves_nothi
             os.stat("/var/lib/kubelet/device-plugins/kubelet.sock") != \
             os.stat(node.path("/var/lib/kubelet/device-plugins/kubelet.sock"))
     assert not workdir.exists()
-    assert not any((hierarchy / cgroup_root).exists() for hierarchy in v1_hierarchies())
+    assert not any(group.exists() for group in cgroup_root_dirs(cgroup_root))
     assert not os.path.exists(f"/proc/{holder}")
     appeared = leftovers.new_since(before, leftovers.take(), os.getpid())
     ours = leftovers.certainly_ours(appeared, [str(workdir), cgroup_root])

@@ -43,21 +43,27 @@ def v1_hierarchies() -> list[Path]:
     return [Path(point) for point in found]
 
 
+def cgroup_root_dirs(name: str) -> list[Path]:
+    """The kubelet's cgroupRoot /<name> in each hierarchy it uses: every v1 hierarchy (these machines run
+    the v1/v2 hybrid); on a machine with cgroup v2 alone, the one tree (not run here so far)."""
+    v1 = v1_hierarchies()
+    return [hierarchy / name for hierarchy in v1] if v1 else [CGROUP_ROOT / name]
+
+
 def make_cgroup_root(name: str) -> None:
-    """/<name> in every v1 hierarchy, the kubelet's cgroupRoot (it refuses to start without it); the cpuset
-    one gets its parent's cpus and mems, without which no task can join it."""
-    for hierarchy in v1_hierarchies():
-        group = hierarchy / name
+    """The kubelet's cgroupRoot, which it refuses to start without; a v1 cpuset one gets its parent's cpus
+    and mems, without which no task can join it."""
+    for group in cgroup_root_dirs(name):
         group.mkdir(exist_ok=True)
-        if (hierarchy / "cpuset.cpus").exists():
+        if (group.parent / "cpuset.cpus").exists() and (group / "cpuset.cpus").exists():
             for knob in ("cpuset.cpus", "cpuset.mems"):
-                (group / knob).write_text((hierarchy / knob).read_text())
+                (group / knob).write_text((group.parent / knob).read_text())
 
 
 def kill_cgroup_tasks(name: str) -> None:
-    """SIGKILL every process left in /<name> of any v1 hierarchy (pods' containers whose shim is gone)."""
-    for hierarchy in v1_hierarchies():
-        for dirpath, _, files in os.walk(hierarchy / name):
+    """SIGKILL every process left below the cgroup root (pods' containers whose shim is gone)."""
+    for group in cgroup_root_dirs(name):
+        for dirpath, _, files in os.walk(group):
             if "cgroup.procs" not in files:
                 continue
             with contextlib.suppress(OSError):
@@ -66,8 +72,15 @@ def kill_cgroup_tasks(name: str) -> None:
                         os.kill(int(pid), 9)
 
 
-def remove_cgroup_root(name: str) -> None:
-    remove_cgroup_everywhere(name, str(CGROUP_ROOT))
+def remove_cgroup_root(name: str) -> bool:
+    """rmdir the cgroup root and everything below it, in every hierarchy; True when none is left."""
+    if v1_hierarchies():
+        remove_cgroup_everywhere(name, str(CGROUP_ROOT))  # the hybrid's unified tree too
+    else:
+        for dirpath, _, _ in sorted(os.walk(CGROUP_ROOT / name), key=lambda entry: len(entry[0]), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+    return not any(group.exists() for group in cgroup_root_dirs(name))
 
 
 def kubelet_config(settings: KubeletSettings, cgroup_root: str, static_pods: Path, ports: dict[str, int],
@@ -146,5 +159,5 @@ def have_kubelet_prerequisites() -> str | None:
         if shutil.which(program) is None:
             return f"{program} is not installed"
     if not v1_hierarchies() and not (CGROUP_ROOT / "cgroup.controllers").exists():
-        return "no cgroup hierarchy is mounted"
+        return f"no cgroup hierarchy is mounted at {CGROUP_ROOT}"
     return None

@@ -274,8 +274,7 @@ def stop_node(node: KubeNode) -> None:
     kubelet_mod.kill_cgroup_tasks(node.cgroup_root)
     node.ns.stop()
     for _ in range(50):  # killed tasks leave their cgroups a moment later
-        kubelet_mod.remove_cgroup_root(node.cgroup_root)
-        if not any((h / node.cgroup_root).exists() for h in kubelet_mod.v1_hierarchies()):
+        if kubelet_mod.remove_cgroup_root(node.cgroup_root):
             break
         time.sleep(0.1)
     shutil.rmtree(node.workdir, ignore_errors=True)
