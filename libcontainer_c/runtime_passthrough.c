@@ -45,6 +45,11 @@
 #define SHIM_CACHE_MAGIC "gct-runtime-cache 2"
 #define SHIM_CACHE_MAX 16384
 #define SHIM_SPEC_SCAN_MAX (4 * 1024 * 1024)
+/* The low-level runtime's path, in its environment: set by both exec paths (here and runtime_shim.main);
+ * a shim that finds it in its caller's environment was started again by the runtime it ran (a `runtimes`
+ * entry leading back to the shim, a wrapper script exec'ing it): a loop, which Python refuses in one
+ * line. Hooks that runc starts may inherit it: other programs, which never look. */
+#define SHIM_STARTED_BY_SHIM "GCT_RUNTIME_STARTED_BY_SHIM"
 
 #include "runc_argv.c" /* which subcommand runc runs, and a create's bundle */
 
@@ -337,12 +342,36 @@ static void log_passthrough(const char *log_path, const char *name, const char *
     close(fd);
 }
 
+/* SHIM_STARTED_BY_SHIM=runtime (first: free it and the array) and the caller's environment, for the
+ * runtime; NULL when out of memory. */
+static char **runtime_environment(char **envp, const char *runtime)
+{
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    char **out = calloc(n + 2, sizeof(char *));
+    size_t size = strlen(SHIM_STARTED_BY_SHIM) + strlen(runtime) + 2;
+    char *marker = malloc(size);
+    if (!out || !marker) {
+        free(out);
+        free(marker);
+        return NULL;
+    }
+    snprintf(marker, size, "%s=%s", SHIM_STARTED_BY_SHIM, runtime);
+    out[0] = marker;
+    if (n)
+        memcpy(out + 1, envp, n * sizeof(char *));
+    return out;
+}
+
 /* Exec the cached low-level runtime with the caller's argv and environment. Returns only when the
  * cache cannot be trusted or the exec fails: then Python decides. */
 static void try_runtime_passthrough(const char *name, const char *self, int argc, char **argv, char **envp)
 {
     char config[PATH_MAX], identity[128], cache_path[PATH_MAX], text[SHIM_CACHE_MAX];
     char cached[PATH_MAX], runtime[PATH_MAX], log_path[PATH_MAX];
+    if (env_value(envp, SHIM_STARTED_BY_SHIM))
+        return; /* started again by the runtime a shim ran: Python says so in one line */
     if (shim_config_path(envp, config, sizeof(config)) != 0)
         return;
     const char *cache_dir = nonempty(env_value(envp, "NVIDIA_CTK_CACHE_DIR"));
@@ -389,8 +418,15 @@ static void try_runtime_passthrough(const char *name, const char *self, int argc
     }
 
     char **args = calloc((size_t)argc + 1, sizeof(char *));
-    if (!args)
+    char **runtime_env = runtime_environment(envp, runtime);
+    if (!args || !runtime_env) {
+        free(args);
+        if (runtime_env)
+            free(runtime_env[0]);
+        free(runtime_env);
+        create_roll_back();   /* Python decides, from config.json as it was */
         return;
+    }
     args[0] = runtime;
     for (int i = 1; i < argc; i++)
         args[i] = argv[i];
@@ -402,7 +438,7 @@ static void try_runtime_passthrough(const char *name, const char *self, int argc
         putchar('\n');
         fflush(stdout);
     }
-    execve(runtime, args, envp);
+    execve(runtime, args, runtime_env);
     create_roll_back();   /* a config.json edited above is put back */
     if (prints_version) { /* printed already: Python must not print it again */
         const char *reason = strerror(errno);
@@ -412,6 +448,8 @@ static void try_runtime_passthrough(const char *name, const char *self, int argc
         exit(1);
     }
     free(args); /* not executable any more: Python finds out why and says so */
+    free(runtime_env[0]);
+    free(runtime_env);
 }
 
 /* The caller's environment in a memfd for Python (NUL-separated entries), its number in *fd_out. */

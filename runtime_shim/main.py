@@ -26,6 +26,11 @@ from runtime_shim.shim_log import log, warning_stream  # noqa: E402
 
 ENVIRON_FD = "GCT_LAUNCHER_ENVIRON_FD"
 LAUNCHER_EXE = "GCT_LAUNCHER_EXE"
+# Put into the low-level runtime's environment (its path) by both exec paths, this one and the launcher's
+# (runtime_passthrough.c), and refused when the shim finds it in its caller's: a `runtimes` entry that
+# leads back to the shim (a wrapper script exec'ing it) would exec it again for ever. The hooks runc
+# starts may inherit it from runc: they are other programs and never look.
+STARTED_BY_SHIM = "GCT_RUNTIME_STARTED_BY_SHIM"
 
 
 def caller_environment() -> dict[str, str]:
@@ -154,6 +159,15 @@ def record_create(program: str, config, environ: dict[str, str], launcher_exe: s
                              checks.lines(), lines)
 
 
+def refuse_reentry(environ: dict[str, str]) -> None:
+    """A shim started by the low-level runtime a shim ran (STARTED_BY_SHIM) is a loop: one error instead."""
+    runtime = environ.get(STARTED_BY_SHIM)
+    if runtime is not None:
+        raise ShimError("started again by the low-level runtime it ran, a loop: a `runtimes` entry of "
+                        "config.toml must not lead back to nvidia-container-runtime (name runc or crun, or a "
+                        "wrapper that runs one of them)", runtime)
+
+
 def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: str | None) -> tuple[str, bytes | None]:
     """Everything before the exec: (the low-level runtime to exec, the config.json bytes the edits
     replaced, None when config.json was not changed)."""
@@ -167,6 +181,7 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
     # then imports no TOML parser (~7 ms), and every check of cdi.config still runs
     config = load_config(config_path, environ, use_cache=True)
     setup_logging(program, config, command)
+    refuse_reentry(environ)
     search_path = runtime_cache.search_path(environ)
     # resolved and checked before config.json is edited: one that cannot be started fails the create
     # with the bundle untouched
@@ -238,7 +253,7 @@ def main() -> int:
         # checked by find_low_level_runtime before config.json was edited; one removed or replaced in
         # between (an admin's upgrade of runc at that moment), or one the kernel refuses all the same
         # (ETXTBSY: open for writing), still fails here: then the edits are rolled back
-        os.execve(runtime, [runtime, *args], environ)
+        os.execve(runtime, [runtime, *args], {**environ, STARTED_BY_SHIM: runtime})
     except OSError as exc:
         done = f"; {roll_back(args, replaced)}" if replaced is not None else ""
         report(program, ShimError(f"cannot execute the low-level runtime: {exc.strerror}{done}; check it or name "

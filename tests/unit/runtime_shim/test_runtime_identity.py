@@ -121,6 +121,68 @@ def test_a_cached_runtime_replaced_in_place_by_a_launcher_is_not_execed(shim, tm
     assert "passthrough of 'state'" not in shim.debug_log.read_text()
 
 
+# --- a runtime that leads back to the shim: refused on re-entry --------------------------------------
+
+WRAPPER = '#!/bin/sh\necho "$$" >> {count}\nexec {shim} "$@"\n'
+REENTRY = "GCT_RUNTIME_STARTED_BY_SHIM"
+
+
+def wrapper_runtime(shim, tmp_path):
+    """A `runtimes` entry that is a shell script exec'ing the shim (no launcher: no ELF note to find);
+    each start appends a line to the returned count file."""
+    count, wrapper = tmp_path / "wrapper-starts", tmp_path / "runc-wrapper.sh"
+    wrapper.write_text(WRAPPER.format(count=count, shim=shim.shim))
+    wrapper.chmod(0o755)
+    shim.write_config('mode = "legacy"\n[nvidia-container-runtime-hook]\npath = "/bin/true"\n',
+                      runtimes=[str(wrapper)])
+    return wrapper, count
+
+
+def run_bounded(shim, count, *args):
+    """The shim's run, bounded: it exec'd the wrapper and itself for ever before the fix (one process)."""
+    try:
+        return subprocess.run([str(shim.shim), *args], env=shim.env(), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"looped: {len(count.read_text().splitlines())} starts of the wrapper in 20 s")
+
+
+def test_a_runtimes_wrapper_that_runs_the_shim_again_is_refused_in_one_line(shim, tmp_path):
+    """Through the Python path: a GPU container's create, and the first call, which writes the cache."""
+    wrapper, count = wrapper_runtime(shim, tmp_path)
+    for args in (["create", "--bundle", str(gpu_bundle(tmp_path / "b")), "ctr"], ["state", "ctr"]):
+        count.unlink(missing_ok=True)
+        line = one_error_line(run_bounded(shim, count, *args))
+        assert "started again by the low-level runtime it ran, a loop" in line and line.endswith(f" ({wrapper})\n")
+        assert len(count.read_text().splitlines()) == 1
+
+
+def test_a_runtimes_wrapper_reached_from_the_launchers_passthrough_is_refused_too(shim, tmp_path):
+    wrapper, count = wrapper_runtime(shim, tmp_path)
+    run_bounded(shim, count, "state", "warm-up")   # Python writes the cache (and refuses the re-entry)
+    count.unlink()
+    shim.reset()
+    line = one_error_line(run_bounded(shim, count, "state", "ctr"))
+    assert "started again by the low-level runtime it ran, a loop" in line and line.endswith(f" ({wrapper})\n")
+    assert len(count.read_text().splitlines()) == 1
+    log = shim.debug_log.read_text()
+    assert log.index(f"passthrough of 'state' to {wrapper}") < log.index("started again")   # C exec'd it first
+
+
+def test_the_runtime_gets_the_marker_and_other_programs_ignore_it(shim, tmp_path):
+    """The low-level runtime (and whatever it starts: hooks without env inherit runc's environment) sees
+    the variable; only the shim refuses it. Nesting through other programs keeps working."""
+    shim.write_config(runtimes=[str(shim.runtime)])
+    assert shim.run("state", "ctr").returncode == 0   # Python's exec
+    assert shim.run("state", "ctr").returncode == 0   # the launcher's
+    assert [call["env"][REENTRY] for call in shim.calls()] == [str(shim.runtime)] * 2
+    env = shim.env(**{REENTRY: str(shim.runtime)})
+    for program, args in (("nvidia-ctk", ["--version"]), ("nvidia-cdi-hook", ["--version"]),
+                          ("nvidia-container-runtime-hook", ["--version"]), ("nvidia-container-cli", ["--version"])):
+        done = shim.run(*args, program=program, env=env)
+        assert done.returncode == 0 and "started again" not in done.stderr, (program, done.stderr)
+
+
 # --- runtimes that cannot be started: refused before config.json is touched ---------------------------
 
 def _write(path, data: bytes, mode=0o755):
