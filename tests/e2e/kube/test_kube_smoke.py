@@ -47,6 +47,12 @@ def test_standalone_kubelet_runs_a_static_pod_on_containerd_1_7_and_leaves_nothi
         node.wait_static_pod_running("hello")
         with node.pod_resources() as api:
             assert ("default", full_name) in {(p.namespace, p.name) for p in api.list().pod_resources}
+        # a file written through node.path lands in the namespace, also below a symlink to an absolute
+        # path (/var/run -> /run), never in the machine's /run
+        probe = f"/var/run/gct-probe-{token}"
+        node.path(probe).write_text(token)
+        assert node.run(["cat", probe], capture_output=True, text=True).stdout == token
+        assert not os.path.exists(f"/run/gct-probe-{token}")
         # the kubelet's fixed dirs are the namespace's, not the machine's
         assert node.path("/var/lib/kubelet/device-plugins/kubelet.sock").exists()
         assert not os.path.exists("/var/lib/kubelet/device-plugins/kubelet.sock") or \

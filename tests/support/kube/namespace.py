@@ -12,11 +12,12 @@ namespace alive until its stdin closes; `MountNamespace` starts it, runs program
 """
 from __future__ import annotations
 
+import errno
 import os
 import select
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parents[3]
 OVERLAID = ("/etc", "/var")
@@ -106,8 +107,36 @@ class MountNamespace:
         return subprocess.Popen(self.argv(command, kwargs.pop("cwd", None)), **kwargs)
 
     def path(self, inside: str | Path) -> Path:
-        """The path by which this process reaches a file of the namespace (also a unix socket's)."""
-        return Path(f"/proc/{self.pid}/root") / str(inside).lstrip("/")
+        """The path by which this process reaches a file of the namespace (also a unix socket's).
+
+        Symlinks are resolved here, inside the namespace's root: the kernel would resolve an absolute link
+        met below /proc/<pid>/root (/var/run -> /run) against this process's root, the machine's."""
+        root = Path(f"/proc/{self.pid}/root")
+        todo = list(PurePosixPath("/", inside).parts[1:])
+        done: list[str] = []
+        links = 0
+        while todo:
+            part = todo.pop(0)
+            if part in (".", ""):
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            here = root.joinpath(*done, part)
+            if not here.is_symlink():
+                done.append(part)
+                continue
+            links += 1
+            if links > 40:
+                raise OSError(errno.ELOOP, "too many levels of symbolic links", str(inside))
+            target = PurePosixPath(os.readlink(here))
+            if target.is_absolute():
+                done = []
+                todo = list(target.parts[1:]) + todo
+            else:
+                todo = list(target.parts) + todo
+        return root.joinpath(*done)
 
     def stop(self) -> None:
         """End the holder; the namespace and its mounts go with the last process in it."""
