@@ -7,9 +7,10 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT_PACKAGES = ("cdi", "runtime_shim", "hook", "libcontainer_c", "ctk", "simulator")
+PRODUCT_PACKAGES = ("cdi", "runtime_shim", "hook", "libcontainer_c", "ctk", "simulator", "device_plugin")
 # distribution name -> the top-level module it provides
-MODULE_OF = {"click": "click", "jsonschema": "jsonschema", "cffi": "cffi", "pyyaml": "yaml", "tomlkit": "tomlkit"}
+MODULE_OF = {"click": "click", "jsonschema": "jsonschema", "cffi": "cffi", "pyyaml": "yaml", "tomlkit": "tomlkit",
+             "grpcio": "grpc", "protobuf": "google"}
 
 
 def declared() -> list[str]:
