@@ -145,3 +145,10 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuI
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance, unsigned int profile,
                                                            unsigned int engProfile,
                                                            nvmlComputeInstanceProfileInfo_v2_t *info);
+
+/* Topology (nvidia-device-plugin's GetPreferredAllocation, cdi/nvml_topology.py) */
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 unsigned int *pathInfo);   /* nvmlGpuTopologyLevel_t */
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      unsigned int *isActive);              /* nvmlEnableState_t */
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci);

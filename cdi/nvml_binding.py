@@ -269,3 +269,19 @@ class NvmlLibrary:
                 raise
         old = self._struct("nvmlGpuInstanceGetComputeInstanceProfileInfo", "nvmlComputeInstanceProfileInfo_t", *args)
         return Fields(version=0, **vars(old), name="")
+
+    # -- topology
+
+    def device_topology_common_ancestor(self, device1, device2) -> int:
+        """nvmlGpuTopologyLevel_t of the closest PCIe ancestor of two GPUs (0 same board, 10 single
+        switch, 20 multiple switches, 30 host bridge, 40 same NUMA node, 50 across CPUs)."""
+        return self._out("nvmlDeviceGetTopologyCommonAncestor", "unsigned int", device1, device2)
+
+    def device_nvlink_state(self, device, link: int) -> int:
+        """1 when NVLink `link` of the GPU is active; NVML_ERROR_INVALID_ARGUMENT past its links,
+        NVML_ERROR_NOT_SUPPORTED without NVLink."""
+        return self._out("nvmlDeviceGetNvLinkState", "unsigned int", device, link)
+
+    def device_nvlink_remote_pci_info(self, device, link: int) -> Fields:
+        """PCI info of what NVLink `link` of the GPU connects to."""
+        return self._struct("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlPciInfo_t", device, link)
