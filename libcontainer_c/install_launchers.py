@@ -45,6 +45,7 @@ PROGRAMS = {
     "nvidia-cdi-hook": None,
     "nvidia-container-cli": "hook.cli",
     "nvidia-ctk": "ctk.main",
+    "nvidia-device-plugin": "device_plugin.main",
     "gct-launcher-probe": "libcontainer_c.launcher_probe",
     "gct-launcher-probe-ctk": "libcontainer_c.launcher_probe",
 }

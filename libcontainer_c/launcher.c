@@ -75,6 +75,9 @@ static const struct program programs[] = {
     {"nvidia-cdi-hook", NULL, cdi_hook_main, NULL, 0},
     {"nvidia-container-cli", "hook.cli:main", NULL, NULL, 0},
     {"nvidia-ctk", "ctk.main:main", cdi_hook_main, "hook", 1},
+    /* a node service (the kubelet's device plugin): NVIDIA's settings come from its environment
+     * (MIG_STRATEGY, DEVICE_LIST_STRATEGY, ...); never on a container's start path */
+    {"nvidia-device-plugin", "device_plugin.main:main", NULL, NULL, 1},
     /* used by the tests: prints what the Python side sees (argv, environment, sys.flags, sys.path) */
     {"gct-launcher-probe", "libcontainer_c.launcher_probe:main", NULL, NULL, 0},
     /* the same, classifying its command line as nvidia-ctk does (its `hook` is nvidia-cdi-hook) */

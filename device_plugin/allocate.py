@@ -1,0 +1,101 @@
+"""Allocate: what the kubelet hands the runtime for a container's devices, per device list strategy.
+
+As NVIDIA's plugin (v0.17), several strategies can be on at once:
+- cdi-annotations: `<prefix>nvidia-device-plugin_<random id>: nvidia.com/gpu=<id>,...` (our runtime shim
+  reads them on containerd 1.6 and CRI-O);
+- cdi-cri: the same names in the response's cdi_devices (containerd >= 1.7 applies them itself);
+- envvar: NVIDIA_VISIBLE_DEVICES=<id>,... ;
+- volume-mounts: /dev/null mounted at /var/run/nvidia-container-devices/<id> for each device, and
+  NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices (the runtime reads the folder);
+when only CDI strategies are on, nothing else is added (passDeviceSpecs and GDS/MOFED included).
+<id> is the device's UUID or index (--device-id-strategy). The CDI names are those of the spec
+`nvidia-ctk cdi generate` writes for the host (kind nvidia.com/gpu, devices named by index and UUID),
+so every path goes through the injection code the toolkit already has.
+"""
+from __future__ import annotations
+
+import os
+import uuid as uuid_module
+
+from cdi.annotations import annotation_key, annotation_value
+from cdi.errors import CdiError
+from device_plugin.api import deviceplugin_v1beta1_pb2 as pb
+from device_plugin.config import Config
+from device_plugin.resources import PluginDevice, Resource
+
+CDI_KIND = "nvidia.com/gpu"
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
+VOLUME_MOUNTS_HOST_PATH = "/dev/null"
+ANNOTATION_PLUGIN_NAME = "nvidia-device-plugin"
+# Control nodes passDeviceSpecs adds when the host has them (NVIDIA's list: optional ones).
+CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+MAX_IDS_PER_CONTAINER = 1024
+
+
+class AllocateError(CdiError):
+    """An Allocate request the plugin refuses (an ID it never offered, too many IDs)."""
+
+
+def cdi_name(device_id: str) -> str:
+    return f"{CDI_KIND}={device_id}"
+
+
+def requested_devices(resource: Resource, ids, where: str) -> list[PluginDevice]:
+    """The devices ids name, in order; AllocateError naming the first id this resource never offered."""
+    ids = list(ids)
+    if len(ids) > MAX_IDS_PER_CONTAINER:
+        raise AllocateError(f"too many device IDs ({len(ids)}, at most {MAX_IDS_PER_CONTAINER})", where)
+    devices = []
+    for device_id in ids:
+        device = resource.device(device_id)
+        if device is None:
+            raise AllocateError(f"unknown device {device_id!r}: not a device of {resource.name}", where)
+        devices.append(device)
+    return devices
+
+
+def device_specs(config: Config, devices: list[PluginDevice]) -> list[pb.DeviceSpec]:
+    """The device nodes of devices, then the control nodes the host has, each once; host paths under
+    the device root."""
+    paths: list[str] = []
+    for device in devices:
+        paths += [p for p in device.device_nodes() if p not in paths]
+    root = config.device_root.rstrip("/")
+    paths += [p for p in CONTROL_NODES if os.path.exists(root + p)]
+    return [pb.DeviceSpec(container_path=p, host_path=root + p, permissions="rw") for p in paths]
+
+
+def container_response(config: Config, devices: list[PluginDevice]) -> pb.ContainerAllocateResponse:
+    ids = [d.device_id(config.device_id_strategy) for d in devices]
+    response = pb.ContainerAllocateResponse()
+    if config.any_cdi():
+        names = [cdi_name(i) for i in ids]
+        if config.uses("cdi-annotations"):
+            key = annotation_key(ANNOTATION_PLUGIN_NAME, str(uuid_module.uuid4()), config.cdi_annotation_prefix)
+            response.annotations[key] = annotation_value(names)
+        if config.uses("cdi-cri"):
+            response.cdi_devices.extend(pb.CDIDevice(name=n) for n in names)
+    if config.only_cdi():
+        return response
+    if config.uses("envvar"):
+        response.envs[VISIBLE_DEVICES] = ",".join(ids)
+    if config.uses("volume-mounts"):
+        response.envs[VISIBLE_DEVICES] = VOLUME_MOUNTS_ROOT
+        response.mounts.extend(pb.Mount(host_path=VOLUME_MOUNTS_HOST_PATH, container_path=f"{VOLUME_MOUNTS_ROOT}/{i}")
+                               for i in ids)
+    if config.pass_device_specs:
+        response.devices.extend(device_specs(config, devices))
+    if config.gds_enabled:
+        response.envs["NVIDIA_GDS"] = "enabled"
+    if config.mofed_enabled:
+        response.envs["NVIDIA_MOFED"] = "enabled"
+    return response
+
+
+def allocate(config: Config, resource: Resource, request: pb.AllocateRequest) -> pb.AllocateResponse:
+    """One response per container request; AllocateError (nothing allocated) if any names a device the
+    resource does not have."""
+    containers = [requested_devices(resource, r.devices_ids, f"{resource.name} container {n}")
+                  for n, r in enumerate(request.container_requests)]
+    return pb.AllocateResponse(container_responses=[container_response(config, ds) for ds in containers])

@@ -1,0 +1,244 @@
+"""The plugin's settings: NVIDIA's k8s-device-plugin flags, environment variables and config file v1.
+
+Each setting comes from, in order: its command-line flag, its environment variable, the config file
+(`--config-file`, `$CONFIG_FILE`), its default; as in NVIDIA's plugin, a flag or variable that is set
+wins over the file. The file is NVIDIA's `version: v1` YAML (or JSON); a key it does not know is an
+error naming the key (NVIDIA's decoder ignores it silently, which hides a typo such as `migStategy`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from cdi.errors import CdiError
+
+MIG_STRATEGIES = ("none", "single", "mixed")
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+DEFAULT_CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
+DEFAULT_DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+CONFIG_VERSION = "v1"
+
+
+class ConfigError(CdiError):
+    """A setting or config file the plugin cannot use."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its flag, environment variable, place in the config file (a path of keys under
+    `flags`, None: not in the file) and kind (str, bool or list: comma-separated on the command line)."""
+    dest: str
+    flag: str
+    env: str | None
+    file_keys: tuple[str, ...] | None
+    kind: type
+    default: object
+    help: str
+    choices: tuple[str, ...] = ()
+
+
+SETTINGS = (
+    Setting("mig_strategy", "--mig-strategy", "MIG_STRATEGY", ("migStrategy",), str, "none",
+            "How MIG devices are exposed: none, single or mixed.", MIG_STRATEGIES),
+    Setting("fail_on_init_error", "--fail-on-init-error", "FAIL_ON_INIT_ERROR", ("failOnInitError",), bool, True,
+            "Exit when the driver or the devices cannot be read at start; false: wait for them."),
+    Setting("nvidia_driver_root", "--nvidia-driver-root", "NVIDIA_DRIVER_ROOT", ("nvidiaDriverRoot",), str, "/",
+            "Root of the NVIDIA driver installation (e.g. / or /run/nvidia/driver)."),
+    Setting("dev_root", "--dev-root", "NVIDIA_DEV_ROOT", ("nvidiaDevRoot",), str, "",
+            "Root under which /dev/nvidia* are found (default: the driver root)."),
+    Setting("pass_device_specs", "--pass-device-specs", "PASS_DEVICE_SPECS", ("plugin", "passDeviceSpecs"), bool,
+            False, "Also return the device nodes (DeviceSpecs) in Allocate."),
+    Setting("device_list_strategy", "--device-list-strategy", "DEVICE_LIST_STRATEGY",
+            ("plugin", "deviceListStrategy"), list, ["envvar"],
+            "How the runtime is told the devices: envvar, volume-mounts, cdi-annotations, cdi-cri; "
+            "comma-separated or repeated for several.", DEVICE_LIST_STRATEGIES),
+    Setting("device_id_strategy", "--device-id-strategy", "DEVICE_ID_STRATEGY", ("plugin", "deviceIDStrategy"), str,
+            "uuid", "How devices are named to the runtime: uuid or index.", DEVICE_ID_STRATEGIES),
+    Setting("cdi_annotation_prefix", "--cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX",
+            ("plugin", "cdiAnnotationPrefix"), str, DEFAULT_CDI_ANNOTATION_PREFIX,
+            "Prefix of the CDI annotation keys (cdi-annotations strategy)."),
+    Setting("nvidia_ctk_path", "--nvidia-ctk-path", "NVIDIA_CTK_PATH", ("plugin", "nvidiaCTKPath"), str, "",
+            "nvidia-cdi-hook (or nvidia-ctk) the generated CDI spec runs (default: the one installed with "
+            "the plugin)."),
+    Setting("container_driver_root", "--container-driver-root", "CONTAINER_DRIVER_ROOT",
+            ("plugin", "containerDriverRoot"), str, "/driver-root",
+            "Where the driver root is mounted in the plugin's own container (accepted for NVIDIA's "
+            "command lines; this plugin reads the driver root it is given)."),
+    Setting("gds_enabled", "--gds-enabled", "GDS_ENABLED", ("gdsEnabled",), bool, False,
+            "Start containers with NVIDIA_GDS=enabled."),
+    Setting("mofed_enabled", "--mofed-enabled", "MOFED_ENABLED", ("mofedEnabled",), bool, False,
+            "Start containers with NVIDIA_MOFED=enabled."),
+    Setting("config_file", "--config-file", "CONFIG_FILE", None, str, "",
+            "Config file (NVIDIA's version v1) as an alternative to flags and environment variables."),
+    # ours
+    Setting("device_plugin_dir", "--device-plugin-dir", "NVIDIA_DEVICE_PLUGIN_DIR", None, str,
+            DEFAULT_DEVICE_PLUGIN_DIR, "The kubelet's device-plugin folder (kubelet.sock and the plugin's sockets)."),
+    Setting("cdi_root", "--cdi-root", "NVIDIA_DEVICE_PLUGIN_CDI_ROOT", None, str, "",
+            "Write (and keep current) the CDI spec of this host as <DIR>/nvidia.yaml, exactly what "
+            "`nvidia-ctk cdi generate` writes; default: use the spec the host already has."),
+)
+BY_DEST = {s.dest: s for s in SETTINGS}
+
+# Keys of NVIDIA's config file v1 that this plugin reads, or accepts and ignores (None: a section whose
+# every key is accepted). `gfd` belongs to gpu-feature-discovery; `resources` renaming is ignored by
+# NVIDIA's plugin too; `sharing` (time-slicing, MPS) is refused by load_file as not supported.
+FILE_KEYS = {
+    "version": None, "flags": None, "resources": None, "sharing": None, "imex": None,
+}
+FLAG_KEYS = {"migStrategy", "failOnInitError", "nvidiaDriverRoot", "nvidiaDevRoot", "gdsEnabled", "mofedEnabled",
+             "useNodeFeatureAPI", "deviceDiscoveryStrategy", "mpsRoot", "restartOnDeviceUnhealthy", "plugin", "gfd"}
+PLUGIN_KEYS = {"passDeviceSpecs", "deviceListStrategy", "deviceIDStrategy", "cdiAnnotationPrefix", "nvidiaCTKPath",
+               "containerDriverRoot", "nvidiaHookPath", "cdiFeatureFlags"}
+GFD_KEYS = {"oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile"}
+
+
+@dataclass
+class Config:
+    mig_strategy: str = "none"
+    fail_on_init_error: bool = True
+    nvidia_driver_root: str = "/"
+    dev_root: str = ""
+    pass_device_specs: bool = False
+    device_list_strategy: list[str] = field(default_factory=lambda: ["envvar"])
+    device_id_strategy: str = "uuid"
+    cdi_annotation_prefix: str = DEFAULT_CDI_ANNOTATION_PREFIX
+    nvidia_ctk_path: str = ""
+    container_driver_root: str = "/driver-root"
+    gds_enabled: bool = False
+    mofed_enabled: bool = False
+    config_file: str = ""
+    device_plugin_dir: str = DEFAULT_DEVICE_PLUGIN_DIR
+    cdi_root: str = ""
+
+    @property
+    def device_root(self) -> str:
+        return self.dev_root or self.nvidia_driver_root
+
+    def uses(self, strategy: str) -> bool:
+        return strategy in self.device_list_strategy
+
+    def any_cdi(self) -> bool:
+        return any(s.startswith("cdi-") for s in self.device_list_strategy)
+
+    def only_cdi(self) -> bool:
+        return all(s.startswith("cdi-") for s in self.device_list_strategy)
+
+
+def parse_bool(value: object, where: str) -> bool:
+    """true/false as Go's strconv.ParseBool takes them (1, t, T, TRUE, true, True and the opposites)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise ConfigError(f"invalid boolean {text!r}", where)
+
+
+def _as_list(value: object, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value if v.strip()]
+    raise ConfigError("expected a string or a list of strings", where)
+
+
+def convert(setting: Setting, value: object, where: str) -> object:
+    if setting.kind is bool:
+        return parse_bool(value, where)
+    if setting.kind is list:
+        return _as_list(value, where)
+    if not isinstance(value, str):
+        raise ConfigError(f"expected a string, got {type(value).__name__}", where)
+    return value
+
+
+def _check_keys(section: dict, known, where: str) -> None:
+    for key in section:
+        if key not in known:
+            raise ConfigError(f"unknown key {key!r}", f"{where}{key}" if where else str(key))
+
+
+def load_file(path: str) -> dict[str, object]:
+    """dest -> value of every setting the config file sets. ConfigError for a file that cannot be read,
+    is not YAML, is not version v1, holds an unknown key or a value of the wrong type."""
+    import yaml
+
+    try:
+        with open(path, "rb") as f:
+            text = f.read(1 << 20)
+    except OSError as e:
+        raise ConfigError(f"cannot read the config file: {e.strerror}", path) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"the config file is not valid YAML{at}", path) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("the config file must be a mapping", path)
+    _check_keys(data, FILE_KEYS, "")
+    version = data.get("version", CONFIG_VERSION)
+    if version != CONFIG_VERSION:
+        raise ConfigError(f"unsupported config version {version!r} (expected {CONFIG_VERSION!r})", f"{path}: version")
+    if data.get("sharing"):
+        raise ConfigError("GPU sharing (time-slicing, MPS) is not supported by this plugin", f"{path}: sharing")
+    flags = data.get("flags") or {}
+    if not isinstance(flags, dict):
+        raise ConfigError("must be a mapping", f"{path}: flags")
+    _check_keys(flags, FLAG_KEYS, "flags.")
+    for section, keys in (("plugin", PLUGIN_KEYS), ("gfd", GFD_KEYS)):
+        value = flags.get(section) or {}
+        if not isinstance(value, dict):
+            raise ConfigError("must be a mapping", f"{path}: flags.{section}")
+        _check_keys(value, keys, f"flags.{section}.")
+    values: dict[str, object] = {}
+    for setting in SETTINGS:
+        if setting.file_keys is None:
+            continue
+        node: object = flags
+        for key in setting.file_keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None:
+            values[setting.dest] = convert(setting, node, f"{path}: flags.{'.'.join(setting.file_keys)}")
+    return values
+
+
+def check(config: Config) -> Config:
+    """ConfigError for a value outside a setting's choices; the checked config."""
+    for setting in SETTINGS:
+        if not setting.choices:
+            continue
+        value = getattr(config, setting.dest)
+        for item in value if isinstance(value, list) else [value]:
+            if item not in setting.choices:
+                raise ConfigError(f"invalid {setting.flag.lstrip('-')} {item!r} (one of: {', '.join(setting.choices)})",
+                                  setting.flag)
+    if not config.device_list_strategy:
+        raise ConfigError(f"no device list strategy (at least one of: {', '.join(DEVICE_LIST_STRATEGIES)})",
+                          "--device-list-strategy")
+    for name in ("nvidia_driver_root", "device_plugin_dir"):
+        if not os.path.isabs(getattr(config, name)):
+            raise ConfigError("must be an absolute path", BY_DEST[name].flag)
+    return config
+
+
+def resolve(given: dict[str, object], environ: dict[str, str] | None = None) -> Config:
+    """The config from the settings given on the command line (dest -> converted value), the
+    environment, the config file and the defaults, checked."""
+    environ = os.environ if environ is None else environ
+    chosen: dict[str, object] = {}
+    for setting in SETTINGS:
+        if setting.dest in given:
+            chosen[setting.dest] = given[setting.dest]
+        elif setting.env and environ.get(setting.env, "") != "":
+            chosen[setting.dest] = convert(setting, environ[setting.env], f"${setting.env}")
+    config_file = chosen.get("config_file") or ""
+    from_file = load_file(config_file) if config_file else {}
+    values = {**{s.dest: s.default for s in SETTINGS}, **from_file, **chosen}
+    values = {k: list(v) if isinstance(v, list) else v for k, v in values.items()}
+    return check(Config(**values))

@@ -1,0 +1,170 @@
+"""The plugin's life: read the config and the GPUs, serve one plugin per resource, register each with
+the kubelet, and start over when the node changes under it.
+
+It starts over (stops every server, reads everything again, serves and registers again):
+- when kubelet.sock is re-created (a restarted kubelet forgets every plugin), seen within POLL_SECONDS;
+- on SIGHUP, and when the config file changes (its identity, size or time);
+- while the driver is not there (failOnInitError false) or the kubelet could not be reached, every
+  RETRY_SECONDS.
+A config that cannot be read at a reload is one error line and the running plugins keep serving with
+the config they have. SIGTERM, SIGINT and SIGQUIT stop the servers, remove their sockets and end the
+program with status 0.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cdi.errors import CdiError
+from cdi.inventory import Inventory
+from cdi.log import get_logger
+from device_plugin.config import Config
+from device_plugin.health import DeviceHealth
+from device_plugin.kubelet import kubelet_socket, register, socket_identity
+from device_plugin.resources import Resource, build_resources
+from device_plugin.server import PluginServer, options
+from device_plugin.topology import Topology
+
+LOG = get_logger("nvidia-device-plugin")
+POLL_SECONDS = 0.2
+RETRY_SECONDS = 5.0
+
+
+class InitError(CdiError):
+    """The plugin cannot start: no driver, no GPUs it can offer, a socket it cannot serve."""
+
+
+@dataclass
+class Sources:
+    """Where the plugin gets what it serves (tests give their own)."""
+    config: Callable[[], Config]
+    inventory: Callable[[Config], Inventory]
+    topology: Callable[[Config, Inventory], Topology]
+    refresh_spec: Callable[[Config], object] = field(default=lambda config: None)
+
+
+def _file_identity(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class PluginManager:
+    def __init__(self, sources: Sources, config: Config):
+        self.sources, self.config = sources, config
+        self.health = DeviceHealth()
+        self.servers: list[PluginServer] = []
+        self.resources: list[Resource] = []
+        self._stop, self._reload = threading.Event(), threading.Event()
+        self._kubelet: tuple[int, int] | None = None
+        self._config_file: tuple | None = None
+
+    # -- one start
+
+    def start_plugins(self) -> bool:
+        """Serves and registers every resource; True when all are registered. InitError when the GPUs
+        cannot be read or offered."""
+        try:
+            inventory = self.sources.inventory(self.config)
+            self.resources = build_resources(inventory, self.config.mig_strategy)
+            self.sources.refresh_spec(self.config)
+        except CdiError as e:
+            raise InitError(e.what, e.where) from None
+        except Exception as e:   # e.g. ctk's CliError from the spec's generation
+            raise InitError(str(e)) from None
+        if not self.resources:
+            LOG.warning("no GPUs to offer under mig-strategy=%s; waiting", self.config.mig_strategy)
+        topology = self.sources.topology(self.config, inventory)
+        self.servers = [PluginServer(r, self.config, self.health, topology.pair_score) for r in self.resources]
+        for server in self.servers:
+            try:
+                server.start()
+            except CdiError as e:
+                raise InitError(e.what, e.where) from None
+        self._kubelet = socket_identity(kubelet_socket(self.config.device_plugin_dir))
+        registered = True
+        for server in self.servers:
+            try:
+                register(self.config.device_plugin_dir, server.endpoint, server.resource.name, options())
+                LOG.info("registered %s with the kubelet", server.resource.name)
+            except CdiError as e:
+                LOG.error("%s; retrying when the kubelet's socket is re-created, or in %g s", e, RETRY_SECONDS)
+                registered = False
+        return registered
+
+    def stop_plugins(self) -> None:
+        for server in self.servers:
+            server.stop()
+        self.servers = []
+
+    # -- the loop
+
+    def request_stop(self, *_args) -> None:
+        self._stop.set()
+
+    def request_reload(self, *_args) -> None:
+        self._reload.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGHUP, self.request_reload)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            signal.signal(sig, self.request_stop)
+
+    def _reloaded_config(self) -> Config | None:
+        try:
+            return self.sources.config()
+        except CdiError as e:
+            LOG.error("config not reloaded, keeping the running one: %s", e)
+            return None
+
+    def _changed(self) -> str | None:
+        """Why the plugins should start over now, if they should."""
+        if self._reload.is_set():
+            self._reload.clear()
+            return "SIGHUP"
+        kubelet = socket_identity(kubelet_socket(self.config.device_plugin_dir))
+        if kubelet is not None and kubelet != self._kubelet:
+            return "kubelet.sock re-created"
+        if self.config.config_file and _file_identity(self.config.config_file) != self._config_file:
+            return "config file changed"
+        return None
+
+    def run(self) -> int:
+        """Serves until asked to stop; 1 for an init error with failOnInitError, else 0."""
+        retry_at: float | None = None
+        starting = True
+        while not self._stop.is_set():
+            if starting:
+                self.stop_plugins()
+                self._config_file = _file_identity(self.config.config_file) if self.config.config_file else None
+                try:
+                    retry_at = None if self.start_plugins() else time.monotonic() + RETRY_SECONDS
+                except InitError as e:
+                    self.stop_plugins()
+                    if self.config.fail_on_init_error:
+                        raise
+                    LOG.error("%s; retrying in %g s (failOnInitError is false)", e, RETRY_SECONDS)
+                    retry_at = time.monotonic() + RETRY_SECONDS
+                starting = False
+            self._stop.wait(POLL_SECONDS)
+            reason = self._changed()
+            if reason is None and retry_at is not None and time.monotonic() >= retry_at:
+                reason = "retrying"
+            if reason in ("SIGHUP", "config file changed"):
+                config = self._reloaded_config()
+                if config is None:   # keep serving; look again only when the file changes again
+                    self._config_file = _file_identity(self.config.config_file) if self.config.config_file else None
+                    reason = None
+                else:
+                    self.config = config
+            if reason is not None and not self._stop.is_set():
+                LOG.info("%s: starting the plugins again", reason)
+                starting = True
+        self.stop_plugins()
+        return 0

@@ -1,0 +1,68 @@
+"""Settings from flags, environment and NVIDIA's config file v1; bad files are one clear error."""
+import pytest
+
+from device_plugin.config import ConfigError, resolve
+from device_plugin.main import parse_args
+
+
+def _config(argv=(), env=None):
+    _, given = parse_args(list(argv))
+    return resolve(given, env or {})
+
+
+def test_defaults_are_nvidias():
+    c = _config()
+    assert (c.mig_strategy, c.fail_on_init_error, c.nvidia_driver_root, c.pass_device_specs) == ("none", True, "/", False)
+    assert (c.device_list_strategy, c.device_id_strategy, c.cdi_annotation_prefix) == (["envvar"], "uuid", "cdi.k8s.io/")
+
+
+def test_flag_beats_environment_beats_file(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("version: v1\nflags:\n  migStrategy: single\n  failOnInitError: false\n"
+                 "  plugin:\n    deviceListStrategy: [cdi-cri, envvar]\n    deviceIDStrategy: index\n")
+    c = _config(["--config-file", str(f)])
+    assert (c.mig_strategy, c.fail_on_init_error, c.device_list_strategy, c.device_id_strategy) == \
+        ("single", False, ["cdi-cri", "envvar"], "index")
+    c = _config(["--config-file", str(f)], {"MIG_STRATEGY": "mixed", "DEVICE_LIST_STRATEGY": "volume-mounts,cdi-annotations"})
+    assert (c.mig_strategy, c.device_list_strategy) == ("mixed", ["volume-mounts", "cdi-annotations"])
+    c = _config(["--config-file", str(f), "--mig-strategy=none", "--fail-on-init-error", "--device-list-strategy",
+                 "envvar"], {"MIG_STRATEGY": "mixed"})
+    assert (c.mig_strategy, c.fail_on_init_error, c.device_list_strategy) == ("none", True, ["envvar"])
+
+
+def test_config_file_from_environment_and_booleans_as_go_reads_them(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("version: v1\nflags:\n  plugin:\n    passDeviceSpecs: true\n")
+    assert _config(env={"CONFIG_FILE": str(f)}).pass_device_specs is True
+    assert _config(["--pass-device-specs=F"]).pass_device_specs is False
+    with pytest.raises(ConfigError, match="invalid boolean 'maybe'"):
+        _config(env={"PASS_DEVICE_SPECS": "maybe"})
+
+
+@pytest.mark.parametrize("text, message", [
+    ("version: v1\nflags:\n  migStategy: mixed\n", r"unknown key 'migStategy' \(flags.migStategy\)"),
+    ("version: v1\nflags:\n  plugin:\n    deviceListStrategi: envvar\n", r"unknown key 'deviceListStrategi'"),
+    ("version: v1\nflag: {}\n", r"unknown key 'flag'"),
+    ("version: v2\n", r"unsupported config version 'v2'"),
+    ("version: v1\nflags: [\n", r"not valid YAML at line"),
+    ("- a\n", r"must be a mapping"),
+    ("version: v1\nflags:\n  migStrategy: 3\n", r"expected a string, got int"),
+    ("version: v1\nflags:\n  migStrategy: all\n", r"invalid mig-strategy 'all'"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
+     r"sharing .* is not supported"),
+])
+def test_bad_config_files_are_one_clear_error(tmp_path, text, message):
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        _config(["--config-file", str(f)])
+    assert "\n" not in str(info.value)
+
+
+def test_bad_values_are_refused():
+    with pytest.raises(ConfigError, match="invalid device-list-strategy 'cdi'"):
+        _config(["--device-list-strategy", "envvar,cdi"])
+    with pytest.raises(ConfigError, match="invalid device-id-strategy 'serial'"):
+        _config(env={"DEVICE_ID_STRATEGY": "serial"})
+    with pytest.raises(ConfigError, match="cannot read the config file"):
+        _config(["--config-file", "/nonexistent/c.yaml"])
