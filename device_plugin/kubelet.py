@@ -2,7 +2,7 @@
 
 The socket is checked before it is dialled: a regular file or a symlink there is refused with one line
 (gRPC would otherwise wait out its connect timeout and say only "failed to connect"). Its identity
-(device, inode) tells the plugin that the kubelet restarted: a new kubelet makes a new socket, and
+(device, inode, change time) tells the plugin that the kubelet restarted: a new kubelet makes a new socket, and
 every plugin must register again.
 """
 from __future__ import annotations
@@ -29,13 +29,14 @@ def kubelet_socket(device_plugin_dir: str) -> str:
     return os.path.join(device_plugin_dir, KUBELET_SOCKET)
 
 
-def socket_identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of the socket at path; None when there is no socket there."""
+def socket_identity(path: str) -> tuple[int, int, int] | None:
+    """(device, inode, change time) of the socket at path; None when there is no socket there. The
+    time tells a new socket from the old one when the file system hands the new one the freed inode."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino) if stat.S_ISSOCK(st.st_mode) else None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
 
 
 def check_kubelet_socket(path: str) -> None:

@@ -59,6 +59,11 @@ def parse_args(argv: list[str]) -> tuple[bool, dict[str, object]]:
 
 def configure_logging() -> None:
     import logging
+    import os
+
+    # gRPC's C core writes its own INFO lines (a kubelet closing its connection) to stderr unless told
+    # otherwise; this must be set before grpc is imported
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
     from cdi import log
 

@@ -2,7 +2,8 @@
 the kubelet, and start over when the node changes under it.
 
 It starts over (stops every server, reads everything again, serves and registers again):
-- when kubelet.sock is re-created (a restarted kubelet forgets every plugin), seen within POLL_SECONDS;
+- when kubelet.sock is re-created (a restarted kubelet forgets every plugin): an inotify watch on the
+  folder (device_plugin.created_watch), or a new identity of the socket, looked at every POLL_SECONDS;
 - on SIGHUP, and when the config file changes (its identity, size or time);
 - while the driver is not there (failOnInitError false) or the kubelet could not be reached, every
   RETRY_SECONDS.
@@ -23,8 +24,9 @@ from cdi.errors import CdiError
 from cdi.inventory import Inventory
 from cdi.log import get_logger
 from device_plugin.config import Config
+from device_plugin.created_watch import CreatedWatch
 from device_plugin.health import DeviceHealth
-from device_plugin.kubelet import kubelet_socket, register, socket_identity
+from device_plugin.kubelet import KUBELET_SOCKET, kubelet_socket, register, socket_identity
 from device_plugin.resources import Resource, build_resources
 from device_plugin.server import PluginServer, options
 from device_plugin.topology import Topology
@@ -62,8 +64,9 @@ class PluginManager:
         self.servers: list[PluginServer] = []
         self.resources: list[Resource] = []
         self._stop, self._reload = threading.Event(), threading.Event()
-        self._kubelet: tuple[int, int] | None = None
+        self._kubelet: tuple[int, int, int] | None = None
         self._config_file: tuple | None = None
+        self._watch: CreatedWatch | None = None
 
     # -- one start
 
@@ -129,7 +132,8 @@ class PluginManager:
             self._reload.clear()
             return "SIGHUP"
         kubelet = socket_identity(kubelet_socket(self.config.device_plugin_dir))
-        if kubelet is not None and kubelet != self._kubelet:
+        created = self._watch is not None and self._watch.created()
+        if kubelet is not None and (created or kubelet != self._kubelet):
             return "kubelet.sock re-created"
         if self.config.config_file and _file_identity(self.config.config_file) != self._config_file:
             return "config file changed"
@@ -142,6 +146,9 @@ class PluginManager:
         while not self._stop.is_set():
             if starting:
                 self.stop_plugins()
+                if self._watch is not None:
+                    self._watch.close()
+                self._watch = CreatedWatch(self.config.device_plugin_dir, KUBELET_SOCKET)
                 self._config_file = _file_identity(self.config.config_file) if self.config.config_file else None
                 try:
                     retry_at = None if self.start_plugins() else time.monotonic() + RETRY_SECONDS
@@ -167,4 +174,6 @@ class PluginManager:
                 LOG.info("%s: starting the plugins again", reason)
                 starting = True
         self.stop_plugins()
+        if self._watch is not None:
+            self._watch.close()
         return 0

@@ -210,3 +210,23 @@ def test_a_kubelet_socket_that_is_no_socket_is_refused(plugin_dir, kind):
     with pytest.raises(KubeletError, match=f"the kubelet's socket is a {kind}") as info:
         register(str(plugin_dir), "nvidia-gpu.sock", "nvidia.com/gpu", options())
     assert str(path) in str(info.value)
+
+
+def test_a_recreated_kubelet_socket_is_seen_even_on_a_reused_inode(tmp_path):
+    import socket
+
+    from device_plugin.created_watch import CreatedWatch
+
+    path = str(tmp_path / "kubelet.sock")
+    watch = CreatedWatch(str(tmp_path), "kubelet.sock")
+    try:
+        assert watch.available and not watch.created()
+        for _ in range(5):   # file systems hand a freed inode to the next file: the same (device, inode) again
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(path)
+            (tmp_path / "nvidia-gpu.sock").touch()   # another name: not the kubelet's
+            assert watch.created() and not watch.created()
+            os.unlink(path)
+            os.unlink(tmp_path / "nvidia-gpu.sock")
+    finally:
+        watch.close()
