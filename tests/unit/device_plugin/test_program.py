@@ -88,3 +88,29 @@ def test_serves_a_simulated_host(tmp_path, plugin_dir, kubelet, sim_hosts):
     assert process.returncode == 0, log
     assert "Traceback" not in log and "SIGHUP: starting the plugins again" in log
     assert sorted(os.listdir(plugin_dir)) == ["kubelet.sock"]
+
+
+def test_a_changed_config_file_reloads_and_a_broken_one_keeps_serving(tmp_path, plugin_dir, kubelet, sim_hosts):
+    root, _ = sim_hosts["mig-one"]
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nflags:\n  migStrategy: none\n")
+    process = subprocess.Popen(
+        [str(PROGRAM), "--nvidia-driver-root", str(root), "--device-plugin-dir", str(plugin_dir),
+         "--config-file", str(config)], stderr=subprocess.PIPE, text=True, env=CLEAN_ENV)
+    try:
+        assert [r.resource_name for r in kubelet.wait_for(1)] == ["nvidia.com/gpu"]
+        config.write_text("version: v1\nflags:\n  migStrategy: mixed\n")
+        assert {r.resource_name for r in kubelet.wait_for(3)[1:]} == {"nvidia.com/gpu", "nvidia.com/mig-1g.5gb"}
+        config.write_text("version: v1\nflags:\n  migStrategy: [\n")
+        process.send_signal(signal.SIGHUP)
+        with channel_to(plugin_dir / "nvidia-mig-1g.5gb.sock") as channel:   # still served
+            stub = pb_grpc.DevicePluginStub(channel)
+            assert stub.GetDevicePluginOptions(pb.Empty(), timeout=30).get_preferred_allocation_available
+    finally:
+        process.send_signal(signal.SIGTERM)
+        log = process.communicate(timeout=60)[1]
+    assert process.returncode == 0, log
+    assert "config file changed: starting the plugins again" in log
+    broken = [line for line in log.splitlines() if "config not reloaded" in line]
+    assert broken and "not valid YAML at line 4" in broken[0], log
+    assert len(kubelet.requests) == 3 and "Traceback" not in log
