@@ -166,11 +166,16 @@ def load_file(path: str) -> dict[str, object]:
     is not YAML, is not version v1, holds an unknown key or a value of the wrong type."""
     import yaml
 
-    try:
-        with open(path, "rb") as f:
-            text = f.read(1 << 20)
-    except OSError as e:
-        raise ConfigError(f"cannot read the config file: {e.strerror}", path) from None
+    from cdi import errors
+    from cdi.regular_file import read_config_file
+
+    try:   # bounded, non-blocking, a regular file only (a FIFO or a link to /dev/zero is refused)
+        read = read_config_file(path)
+    except errors.ConfigError as e:
+        raise ConfigError(e.what.replace("cannot read config", "cannot read the config file"), path) from None
+    if read is None:
+        raise ConfigError("cannot read the config file: No such file or directory", path)
+    text = read[0]
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

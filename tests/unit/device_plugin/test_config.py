@@ -66,3 +66,18 @@ def test_bad_values_are_refused():
         _config(env={"DEVICE_ID_STRATEGY": "serial"})
     with pytest.raises(ConfigError, match="cannot read the config file"):
         _config(["--config-file", "/nonexistent/c.yaml"])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "oversize"])
+def test_a_config_file_that_is_no_regular_file_is_refused_without_blocking(tmp_path, kind):
+    import os
+
+    f = tmp_path / "c.yaml"
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind == "dev-zero":
+        f.symlink_to("/dev/zero")
+    else:
+        f.write_text("#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="cannot read the config file: (not a regular file|larger than)"):
+        _config(["--config-file", str(f)])
