@@ -110,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     from device_plugin.cdi_spec import refresh_spec
     from device_plugin.manager import InitError, PluginManager, Sources
 
+    from device_plugin.health import nvml_event_source
+
     sources = Sources(config=lambda: resolve(given), inventory=_inventory, topology=_topology,
-                      refresh_spec=refresh_spec)
+                      refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.nvidia_driver_root))
     manager = PluginManager(sources, config)
     manager.install_signal_handlers()
     try:

@@ -25,7 +25,7 @@ from cdi.inventory import Inventory
 from cdi.log import get_logger
 from device_plugin.config import Config
 from device_plugin.created_watch import CreatedWatch
-from device_plugin.health import DeviceHealth
+from device_plugin.health import DeviceHealth, EventSource, HealthWatcher, ignored_xids
 from device_plugin.kubelet import KUBELET_SOCKET, kubelet_socket, register, socket_identity
 from device_plugin.resources import Resource, build_resources
 from device_plugin.server import PluginServer, options
@@ -47,6 +47,8 @@ class Sources:
     inventory: Callable[[Config], Inventory]
     topology: Callable[[Config, Inventory], Topology]
     refresh_spec: Callable[[Config], object] = field(default=lambda config: None)
+    # the driver's XID events (device_plugin.health); None: not available, no health checks
+    events: Callable[[Config], EventSource | None] = field(default=lambda config: None)
 
 
 def _file_identity(path: str) -> tuple | None:
@@ -67,6 +69,7 @@ class PluginManager:
         self._kubelet: tuple[int, int, int] | None = None
         self._config_file: tuple | None = None
         self._watch: CreatedWatch | None = None
+        self._health_watcher: HealthWatcher | None = None
 
     # -- one start
 
@@ -84,6 +87,7 @@ class PluginManager:
         if not self.resources:
             LOG.warning("no GPUs to offer under mig-strategy=%s; waiting", self.config.mig_strategy)
         topology = self.sources.topology(self.config, inventory)
+        self._watch_health(inventory)
         self.servers = [PluginServer(r, self.config, self.health, topology.pair_score) for r in self.resources]
         for server in self.servers:
             try:
@@ -101,7 +105,22 @@ class PluginManager:
                 registered = False
         return registered
 
+    def _watch_health(self, inventory: Inventory) -> None:
+        """Starts applying the driver's XID events to the devices' health, where there are events."""
+        ignored = ignored_xids(dict(os.environ))
+        source = self.sources.events(self.config) if ignored is not None else None
+        if source is None:
+            LOG.info("health checks off: %s", "DP_DISABLE_HEALTHCHECKS" if ignored is None
+                     else "the driver's XID events are not read yet (device_plugin/health.py)")
+            return
+        members = {g.uuid: [g.uuid, *(m.uuid for m in g.mig_devices)] for g in inventory.gpus}
+        self._health_watcher = HealthWatcher(source, self.health, lambda uuid: members.get(uuid, []), ignored)
+        threading.Thread(target=self._health_watcher.run, name="health", daemon=True).start()
+
     def stop_plugins(self) -> None:
+        if self._health_watcher is not None:
+            self._health_watcher.stop()
+            self._health_watcher = None
         for server in self.servers:
             server.stop()
         self.servers = []

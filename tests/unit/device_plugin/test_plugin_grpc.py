@@ -22,10 +22,10 @@ from tests.unit.device_plugin.conftest import channel_to
 class RunningPlugin:
     """A PluginManager serving a simulated host's inventory in a thread."""
 
-    def __init__(self, plugin_dir, inventory, **settings):
+    def __init__(self, plugin_dir, inventory, events=None, **settings):
         self.config = resolve({"device_plugin_dir": str(plugin_dir), **settings}, {})
         sources = Sources(config=lambda: self.config, inventory=lambda c: inventory,
-                          topology=lambda c, i: Topology())
+                          topology=lambda c, i: Topology(), events=lambda c: events)
         self.manager = PluginManager(sources, self.config)
         self.thread = threading.Thread(target=self.manager.run)
         self.plugin_dir = plugin_dir
@@ -230,3 +230,39 @@ def test_a_recreated_kubelet_socket_is_seen_even_on_a_reused_inode(tmp_path):
             os.unlink(tmp_path / "nvidia-gpu.sock")
     finally:
         watch.close()
+
+
+class QueuedEvents:
+    """An EventSource handing out the XID events a test puts in (the NVML one is not written yet)."""
+
+    def __init__(self):
+        import queue
+
+        self.queue = queue.Queue()
+
+    def wait(self, timeout):
+        import queue
+
+        try:
+            return [self.queue.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+
+
+def test_a_critical_xid_marks_the_gpu_and_its_mig_devices_unhealthy(plugin_dir, kubelet, sim_hosts):
+    from device_plugin.health import XidEvent
+
+    inventory = sim_hosts["mig-one"][1]
+    events = QueuedEvents()
+    with RunningPlugin(plugin_dir, inventory, events=events, mig_strategy="mixed") as plugin:
+        kubelet.wait_for(2)
+        stub, channel = plugin.stub("nvidia-mig-1g.5gb.sock")
+        with channel:
+            stream = stub.ListAndWatch(pb.Empty(), timeout=60)
+            assert [d.health for d in next(stream).devices] == ["Healthy", "Healthy"]
+            events.queue.put(XidEvent(inventory.gpus[1].uuid, 13))   # an application's error: no change
+            events.queue.put(XidEvent(inventory.gpus[1].uuid, 79))   # fallen off the bus
+            assert [d.health for d in next(stream).devices] == ["Unhealthy", "Unhealthy"]
+            stream.cancel()
+        assert plugin.manager.health.generation == 1   # the application XID changed nothing
+        assert plugin.manager.health.health(inventory.gpus[0].uuid) == "Healthy"
