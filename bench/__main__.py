@@ -13,6 +13,7 @@ BENCHMARKS = {
     "shim": "bench.shim_lifecycle",
     "cdi-hook": "bench.cdi_hook",
     "lifecycle": "bench.gpu_lifecycle",
+    "device-plugin": "bench.device_plugin",
 }
 
 

@@ -1,0 +1,118 @@
+"""nvidia-device-plugin on simulated hosts of 8 GPUs and of 8 GPUs x 7 MIG devices (56, mig-strategy
+single): start to registered (the installed program, from its start until every resource's RegisterRequest
+reached the recording Registration service), Allocate latency (p50, p99 over many calls through one gRPC
+channel, one device and all of them), and the plugin's RSS after them; against the goals registered < 1 s,
+Allocate p99 < 5 ms, RSS < 60 MB. The health-change latency is not measured: the plugin has no source of
+driver events yet (device_plugin/health.py)."""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from device_plugin.api import deviceplugin_v1beta1_pb2 as pb
+from device_plugin.api import deviceplugin_v1beta1_pb2_grpc as pb_grpc
+from tests.support.kubelet_registration import FakeKubelet
+from tests.support.simulated_host import create_in_process, inventory_from_marker
+
+PROGRAM = Path(sys.executable).parent / "nvidia-device-plugin"
+HOSTS = (("8 GPUs", 8, (), "none"),
+         ("56 MIG devices", 8, tuple(f"{g}=" + ",".join(["1g.5gb"] * 7) for g in range(8)), "single"))
+ALLOCATE_CALLS = 1000
+GOALS = {"registered": 1000.0, "allocate p99": 5.0, "rss": 60.0}   # ms, ms, MB
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _start(root: Path, folder: Path, strategy: str, kubelet: FakeKubelet) -> tuple[subprocess.Popen, float]:
+    before = len(kubelet.requests)
+    start = time.perf_counter()
+    process = subprocess.Popen([str(PROGRAM), "--nvidia-driver-root", str(root), "--device-plugin-dir", str(folder),
+                                "--mig-strategy", strategy], stderr=subprocess.DEVNULL)
+    kubelet.wait_for(before + 1)
+    return process, (time.perf_counter() - start) * 1000
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=60)
+
+
+def _allocate_ms(folder: Path, ids: list[str]) -> list[float]:
+    import grpc
+
+    request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
+    with grpc.insecure_channel(f"unix:{folder / 'nvidia-gpu.sock'}") as channel:
+        stub = pb_grpc.DevicePluginStub(channel)
+        stub.Allocate(request, timeout=30)   # warm-up: the connection
+        times = []
+        for _ in range(ALLOCATE_CALLS):
+            start = time.perf_counter()
+            stub.Allocate(request, timeout=30)
+            times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def _verdict(name: str, value: float) -> str:
+    return "OK" if value < GOALS[name] else "OVER"
+
+
+def _host_lines(label: str, root: Path, strategy: str, runs: int, tmp: Path) -> list[str]:
+    inventory = inventory_from_marker(root)
+    uuids = ([m.uuid for g in inventory.gpus for m in g.mig_devices] if strategy == "single"
+             else [g.uuid for g in inventory.gpus])
+    folder = tmp / f"dp-{strategy}"
+    folder.mkdir()
+    kubelet = FakeKubelet(str(folder))
+    kubelet.start()
+    try:
+        starts = []
+        for _ in range(max(1, min(runs, 10))):
+            process, ms = _start(root, folder, strategy, kubelet)
+            starts.append(ms)
+            _stop(process)
+        process, _ = _start(root, folder, strategy, kubelet)
+        try:
+            one, every = _allocate_ms(folder, uuids[:1]), _allocate_ms(folder, uuids)
+            rss = _rss_mb(process.pid)
+        finally:
+            _stop(process)
+    finally:
+        kubelet.stop()
+    registered = sorted(starts)[len(starts) // 2]
+    p99 = max(_percentile(one, 0.99), _percentile(every, 0.99))
+    return [f"{label}: start to registered median {registered:.0f} ms over {len(starts)} starts "
+            f"[{_verdict('registered', registered)}]",
+            f"  Allocate 1 device: p50 {_percentile(one, 0.5):.2f} ms, p99 {_percentile(one, 0.99):.2f} ms; "
+            f"{len(uuids)} devices: p50 {_percentile(every, 0.5):.2f} ms, p99 {_percentile(every, 0.99):.2f} ms "
+            f"({ALLOCATE_CALLS} calls each) [{_verdict('allocate p99', p99)}]",
+            f"  RSS after them: {rss:.1f} MB [{_verdict('rss', rss)}]"]
+
+
+def run(runs: int) -> str:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-device-plugin-"))
+    try:
+        lines = ["nvidia-device-plugin (goals: registered < 1 s, Allocate p99 < 5 ms, RSS < 60 MB; "
+                 "health-change latency not measured: no driver event source yet)"]
+        for label, gpus, mig, strategy in HOSTS:
+            root = tmp / strategy
+            create_in_process(root, gpus=gpus, mig_options=mig)
+            lines += _host_lines(label, root, strategy, runs, tmp)
+        return "\n".join(lines)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
