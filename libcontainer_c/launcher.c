@@ -322,7 +322,10 @@ int main(int argc, char **argv, char **envp)
     if (program->native_main && !program->target)
         return program->native_main(argc, argv);
     int command = 0;
-    enum start start = program->native_command ? admin_start(program, argc, argv, &command) : START_ALLOWLIST;
+    /* a program without a native command that keeps the environment (a node service, never a hook)
+     * keeps it for every command line */
+    enum start start = program->native_command ? admin_start(program, argc, argv, &command)
+                       : program->keeps_environment ? START_CALLER_ENV : START_ALLOWLIST;
     if (start == START_NATIVE)   /* the options before it only set verbosity: argv from the command on */
         return program->native_main(argc - command, argv + command);
     int keeps_environment = program->keeps_environment && start == START_CALLER_ENV;

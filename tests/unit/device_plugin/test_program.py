@@ -35,6 +35,20 @@ def test_help_and_version():
     assert run("--version").stdout == "nvidia-device-plugin (gpu-container-toolkit) 0.1.0\n"
 
 
+def test_keeps_its_environment_but_not_the_loaders_variables(tmp_path):
+    # NVIDIA's settings come from the environment; LD_PRELOAD never reaches the interpreter (the launcher
+    # drops it for every program: the dynamic loader would complain of the missing library on stderr)
+    config = tmp_path / "c.yaml"
+    config.write_text("version: v1\nflags:\n  migStrategy: none\n")
+    done = subprocess.run([str(PROGRAM), "--version"], capture_output=True, text=True, timeout=120,
+                          env={**CLEAN_ENV, "LD_PRELOAD": str(tmp_path / "missing.so")})
+    assert (done.returncode, done.stderr) == (0, "")
+    done = subprocess.run([str(PROGRAM), "--config-file", str(config)], capture_output=True, text=True, timeout=120,
+                          env={**CLEAN_ENV, "MIG_STRATEGY": "sideways"})
+    assert done.stderr == "nvidia-device-plugin: error: invalid mig-strategy 'sideways' (one of: none, single, " \
+                          "mixed) (--mig-strategy)\n"
+
+
 def test_bad_input_is_one_line(tmp_path):
     bad = tmp_path / "c.yaml"
     bad.write_text("version: v1\nflags:\n  migStategy: mixed\n")
