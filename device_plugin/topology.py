@@ -40,15 +40,14 @@ class Topology:
 
 def nvml_topology(driver_root: str, gpu_indices: list[int]) -> Topology:
     """The links NVML reports between the GPUs; unknown (all 0) where it cannot say, or fails."""
-    from cdi.errors import CdiError
     from cdi.log import get_logger
-    from cdi.nvml_binding import NvmlCallError
     from cdi.nvml_topology import read_links
 
     if len(gpu_indices) < 2:
         return Topology()
     try:
         return Topology(read_links(driver_root, gpu_indices))
-    except (CdiError, NvmlCallError) as e:
-        get_logger(__name__).warning("GPU topology unknown, preferring no GPUs over others: %s", e)
+    except Exception as e:   # the topology only orders a preference: never a reason to stop serving
+        get_logger(__name__).warning("GPU topology unknown, preferring no GPUs over others: %s: %s",
+                                     type(e).__name__, e)
         return Topology()
