@@ -118,6 +118,52 @@ def test_the_program_prints_what_cdi_nvml_records(program, request, name):
         assert "gpu 0 architecture 9\n" in transcript and "name MIG 1g.10gb+me\n" in transcript
 
 
+@pytest.mark.parametrize("name", ["a100_mig", "t4", "h100"])
+def test_the_inventory_read_through_the_program_is_the_hosts(request, name):
+    """load_inventory as the programs read it (through the installed gct-nvml-inventory) and read in
+    the process give the same Inventory, the one the simulator built the host from (its marker holds
+    the identities, not memory, brand or architecture)."""
+    root = request.getfixturevalue(name)
+    code = ("import sys\n"
+            "import cdi.nvml\n"
+            "assert cdi.nvml.inventory_program() is not None\n"
+            "through = cdi.nvml.load_inventory(sys.argv[1])\n"
+            "cdi.nvml.inventory_program = lambda bin_dir=None: None\n"
+            "print(through == cdi.nvml.load_inventory(sys.argv[1])); print(repr(through))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    same, through = done.stdout.split("\n", 1)
+    assert same == "True"
+    from cdi.inventory import Gpu, Inventory, MigDevice   # noqa: F401 (for eval)
+    from tests.support.simulated_host import inventory_from_marker
+
+    def identities(inventory):
+        return (inventory.driver_version, inventory.cuda_version,
+                [(g.index, g.minor, g.uuid, g.name, g.pci_bus_id, g.mig_enabled,
+                  [(m.index, m.uuid, m.gi, m.ci, m.profile, m.gi_cap_minor, m.ci_cap_minor) for m in g.mig_devices])
+                 for g in inventory.gpus])
+
+    read = eval(through)
+    assert identities(read) == identities(inventory_from_marker(root))
+    assert all(g.memory_total > 0 and g.architecture != "Unknown" for g in read.gpus)
+
+
+@pytest.mark.parametrize("lines", [
+    ["driver-version 1", "cuda-driver-version 12040", "mig-minors absent", "device-count 1"],   # GPU 0 missing
+    ["driver-version 1", "cuda-driver-version x", "device-count 0"],
+    ["driver-version 1", "cuda-driver-version 12040", "device-count 0", "a second line of a text"],
+    ["driver-version 1", "cuda-driver-version 12040", "device-count 1", "gpu 0 minor"],
+])
+def test_a_transcript_that_cannot_be_read_is_an_error(lines):
+    from cdi.nvml import NvmlError, inventory_from_transcript
+
+    with pytest.raises(NvmlError) as error:
+        inventory_from_transcript(lines, {}, "gct-nvml-inventory")
+    assert error.value.what.startswith("an NVML answer that cannot be read: ")
+    assert error.value.where == "gct-nvml-inventory"
+
+
 def test_a_missing_mig_minors_file_is_a_line_of_its_own(program, a100_mig, tmp_path):
     root = tmp_path / "host"
     subprocess.run(["cp", "-a", str(a100_mig), str(root)], check=True)
