@@ -28,5 +28,9 @@ def cache_lock(name: str):
     root = paths.cache_root()
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another run that is filling {root} ({name})")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield
