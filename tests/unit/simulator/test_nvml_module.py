@@ -54,3 +54,25 @@ from cdi.driver_root import DriverRoot
 print(find_nvml_library(DriverRoot({str(tmp_path)!r})))
 """)
     assert done.stdout.strip() == "None"
+
+
+def test_a_reader_that_dies_without_its_line_is_still_one_error(tmp_path):
+    """gct-nvml-inventory ends itself with a line whatever the library does; should it die anyway
+    (killed from outside), load_inventory says so in one NvmlError naming it."""
+    lib_dir = tmp_path / "root/usr/lib/x86_64-linux-gnu"
+    lib_dir.mkdir(parents=True)
+    (tmp_path / "nvml.c").write_text("int nvmlInit_v2(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib_dir / "libnvidia-ml.so.1"), str(tmp_path / "nvml.c")],
+                   check=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gct-nvml-inventory").write_text("#!/bin/sh\nkill -KILL $$\n")
+    (bin_dir / "gct-nvml-inventory").chmod(0o755)
+    done = run(f"""
+from cdi.nvml import NvmlError, load_inventory
+try:
+    load_inventory({str(tmp_path / "root")!r}, bin_dir={str(bin_dir)!r})
+except NvmlError as e:
+    print(e.what, '|', e.where)
+""")
+    assert done.stdout.strip() == f"gct-nvml-inventory failed (killed by signal 9) without its error line | {bin_dir}/gct-nvml-inventory", done.stderr
