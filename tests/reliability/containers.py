@@ -25,12 +25,20 @@ def template_rootfs(directory: Path) -> Path:
     return make_rootfs(directory / "template-rootfs", glibc=True)
 
 
+REPORT_SCRIPT = "/gpu-report.sh"
+
+
 def gpu_bundle(directory: Path, template: Path, request: str, args: list[str] | None = None) -> Path:
-    """A bundle asking for `request` (NVIDIA_VISIBLE_DEVICES) on a copy of the template rootfs."""
+    """A bundle asking for `request` (NVIDIA_VISIBLE_DEVICES) on a copy of the template rootfs; without
+    args the container runs GPU_REPORT from a script in its rootfs, so that config.json holds no
+    backslash (GPU_REPORT has escapes): the launcher leaves such a config.json to Python, and the
+    create cache would never be used."""
     directory.mkdir(parents=True)
     subprocess.run(["cp", "-a", str(template), str(directory / "rootfs")], check=True)
-    return make_bundle(directory, args or ["sh", "-c", GPU_REPORT], env=[f"NVIDIA_VISIBLE_DEVICES={request}"],
-                       rootfs=directory / "rootfs")
+    if args is None:
+        (directory / "rootfs" / REPORT_SCRIPT.lstrip("/")).write_text(GPU_REPORT)
+        args = ["sh", REPORT_SCRIPT]
+    return make_bundle(directory, args, env=[f"NVIDIA_VISIBLE_DEVICES={request}"], rootfs=directory / "rootfs")
 
 
 def lifecycle(host: GpuHost, directory: Path, mode: str) -> ShimLifecycle:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.shim_host import GPU_REPORT, NVIDIA_CTK, SHIM, parse_gpu_report, shim_env, write_shim_config
+from tests.e2e.shim_host import NVIDIA_CTK, SHIM, parse_gpu_report, shim_env, write_shim_config
 from tests.reliability.containers import container_ids, expected, gpu_bundle, leftovers_of, lifecycle
 from tests.support import leftovers
 from tests.support.damaged_files import damaged_copies, spread
@@ -286,12 +286,9 @@ def test_create_cache_entry_cut_short_or_changed(gpu_host, template, tmp_path, p
     (the file is left as it is)."""
     from runtime_shim.runtime_cache import unsealed
 
-    # the report as a script in the rootfs: config.json then holds no backslash, which the launcher
-    # leaves to Python (GPU_REPORT's escapes would keep every create off the cache)
-    bundle = gpu_bundle(tmp_path / "bundle", template, "0", args=["sh", "/gpu-report.sh"])
-    (bundle / "rootfs" / "gpu-report.sh").write_text(GPU_REPORT)
+    bundle = gpu_bundle(tmp_path / "bundle", template, "0")
     original = (bundle / "config.json").read_bytes()
-    assert b"\\" not in original
+    assert b"\\" not in original   # else the launcher would leave every create to Python
     run = lifecycle(gpu_host, tmp_path / "run", mode)
     if mode != "cdi":
         _wait_until_settled(gpu_host.root)
