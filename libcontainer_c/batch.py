@@ -172,26 +172,14 @@ class RootfsBatch:
 
 
 def container_root_ids(pid: int) -> tuple[int, int]:
-    """(uid, gid) on the host of the root of pid's user namespace, what the batch creates files as; (-1,
-    -1) when pid shares ours. In a container with a user namespace of its own, the file systems the
-    runtime mounted there (the /dev tmpfs) refuse to create a file for the host's root, whose ids they
-    cannot map (EOVERFLOW), and the container's root could not own what is created for it. A map
-    without its root (or unreadable) leaves the ids as they are."""
-    try:
-        if os.stat(f"/proc/{int(pid)}/ns/user").st_ino == os.stat("/proc/self/ns/user").st_ino:
-            return -1, -1
-        return _host_id_of_root(f"/proc/{int(pid)}/uid_map"), _host_id_of_root(f"/proc/{int(pid)}/gid_map")
-    except (OSError, ValueError):
-        return -1, -1
-
-
-def _host_id_of_root(map_path: str) -> int:
-    with open(map_path) as f:
-        for line in f.read(65536).splitlines():   # at most 340 lines of three numbers
-            inside, outside, count = (int(field) for field in line.split())
-            if inside == 0 and count > 0:
-                return outside
-    return -1
+    """(uid, gid) on the host of the root of pid's user namespace, what the batch creates files as; -1
+    each when pid shares ours (or no root is mapped there). In a container with a user namespace of its
+    own, the file systems the runtime mounted there (the /dev tmpfs) refuse to create a file for the
+    host's root, whose ids they cannot map (EOVERFLOW), and the container's root could not own what is
+    created for it."""
+    ids = ffi.new("long[2]")
+    lib.gct_container_root_ids(int(pid), ids, ids + 1)
+    return ids[0], ids[1]
 
 
 def _buffer(data: bytes, keep: list):

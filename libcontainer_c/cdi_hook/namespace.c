@@ -9,8 +9,8 @@
  * Our specs use createRuntime: runc 1.1 hands a createContainer hook its state from a process whose
  * Go runtime runs on one thread, and the hook waits several milliseconds for it; a createRuntime
  * hook gets it at once (docs/runtime-shim.md). Only the mount namespace is joined: the pid, user
- * and cgroup namespaces stay the runtime's, as for the legacy prestart hook, so what the hook writes
- * in a container with a user namespace of its own belongs to the runtime's root. */
+ * and cgroup namespaces stay the runtime's, as for the legacy prestart hook; in a container with a
+ * user namespace of its own, files are then created as the host ids of that namespace's root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "cdi_hook.h"
+#include "internal.h"
+#include "libcontainer.h"
 
 /* Whether this process is in the pid namespace of the procfs on /proc: a hook in the container's pid
  * namespace (createContainer) reads its own pid there as another number. */
@@ -55,6 +57,22 @@ static int is_our_runtime_init(long pid)
     return pid == (long)getppid();
 }
 
+/* A container with a user namespace of its own: the file systems mounted there (a tmpfs volume, its /dev)
+ * refuse to create a file for an id they cannot map (EOVERFLOW), such as the host's root the hook runs
+ * as. Files are then created as the host ids of that namespace's root, who owns them. */
+static int create_files_as_init_root(long pid, struct hook_error *err)
+{
+    long uid, gid;
+
+    gct_container_root_ids(pid, &uid, &gid);
+    if (uid < 0 || gid < 0)
+        return 0;   /* our own user namespace, or no root mapped there: the ids stay the runtime's */
+    if (gct_create_files_as(uid, gid) < 0)
+        return hook_fail(err, NULL, "cannot create files as the root of the container's user namespace "
+                         "(host uid %ld, gid %ld): %s", uid, gid, strerror(errno));
+    return 0;
+}
+
 int hook_enter_container(const struct hook_state *state, struct hook_error *err)
 {
     char path[64];
@@ -72,6 +90,8 @@ int hook_enter_container(const struct hook_state *state, struct hook_error *err)
     if (!same_file(fd, "/proc/self/ns/mnt")) {
         if (setns(fd, CLONE_NEWNS) < 0)
             rc = hook_fail(err, path, "cannot enter the container's mount namespace: %s", strerror(errno));
+        else
+            rc = create_files_as_init_root(state->pid, err);
     } else if (!is_our_runtime_init(state->pid))
         rc = hook_fail(err, path, "the container's init shares the hook's mount namespace: refusing to work "
                        "outside a container's");

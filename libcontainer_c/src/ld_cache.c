@@ -36,8 +36,11 @@ static int open_scratch(int rootfd)
         return -1;
     close(proc);
     /* a fresh tmpfs: ldconfig's "<cache>~" is renamed to a name that is not there yet, so one file of
-     * the sandbox's file size limit at a time */
-    snprintf(options, sizeof(options), "size=%lu,nr_inodes=8,mode=0755", (unsigned long)GCT_LDCONFIG_FILE_SIZE);
+     * the sandbox's file size limit at a time. Root's, where ldconfig runs as root without capabilities:
+     * a tmpfs belongs to its mounter's fsuid, which in a container with a user namespace is that
+     * namespace's root (gct_create_files_as) */
+    snprintf(options, sizeof(options), "size=%lu,nr_inodes=8,mode=0755,uid=0,gid=0",
+             (unsigned long)GCT_LDCONFIG_FILE_SIZE);
     return gct_new_tmpfs(options, GCT_ATTR_NOSUID | GCT_ATTR_NODEV | GCT_ATTR_NOEXEC);
 }
 

@@ -128,6 +128,10 @@ int gct_keep_capabilities(unsigned long long keep, unsigned long long not_inheri
 /* Files are created as uid, gid (setfsuid/setfsgid: needs CAP_SETUID and CAP_SETGID) with the same
  * effective capabilities as before (the kernel drops the file system ones on leaving fsuid 0). */
 int gct_create_files_as(long uid, long gid);
+/* The host ids of the root of pid's user namespace (from its uid_map and gid_map), what files made for
+ * that container are created as; each -1 when pid shares our user namespace, has no root mapped, or
+ * its maps cannot be read. */
+void gct_container_root_ids(long pid, long *uid, long *gid);
 
 /* sandbox_exec.c: run a host binary from its fd inside a rootfs, unprivileged */
 struct gct_sandbox {

@@ -1,14 +1,19 @@
 /* Giving up privileges: before a sandboxed exec resource limits, no_new_privs, securebits that stop
  * uid 0 from regaining capabilities on execve, an empty bounding set and empty capability sets; for
- * the prestart hook and nvidia-container-cli, all capabilities but the few injection needs. */
+ * the prestart hook and nvidia-container-cli, all capabilities but the few injection needs. And the ids
+ * files are created as in a container with a user namespace of its own (its root's, on the host). */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -133,4 +138,47 @@ int gct_create_files_as(long uid, long gid)
     data[0].effective = data[0].permitted;
     data[1].effective = data[1].permitted;
     return (int)syscall(SYS_capset, &header, data);
+}
+
+/* The host id that is root in the user namespace whose map (/proc/<pid>/uid_map or gid_map) is given;
+ * -1 when that map has no root or cannot be read. */
+static long host_id_of_root(const char *map_file)
+{
+    char *text, *line, *next;
+    size_t len;
+    long id = -1;
+    int fd = open(map_file, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    if (gct_read_bounded(fd, 65536, &text, &len) == 0) {   /* at most 340 lines of three numbers */
+        for (line = text; id < 0 && line && *line; line = next) {
+            unsigned long inside, outside, count;
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            if (sscanf(line, "%lu %lu %lu", &inside, &outside, &count) == 3 && inside == 0 && count > 0
+                && outside <= 0xfffffffeUL)
+                id = (long)outside;
+        }
+        free(text);
+    }
+    close(fd);
+    return id;
+}
+
+void gct_container_root_ids(long pid, long *uid, long *gid)
+{
+    char path[64];
+    struct stat ours, theirs;
+
+    *uid = *gid = -1;
+    snprintf(path, sizeof(path), "/proc/%ld/ns/user", pid);
+    if (pid <= 0 || stat(path, &theirs) < 0 || stat("/proc/self/ns/user", &ours) < 0
+        || (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino))
+        return;
+    snprintf(path, sizeof(path), "/proc/%ld/uid_map", pid);
+    *uid = host_id_of_root(path);
+    snprintf(path, sizeof(path), "/proc/%ld/gid_map", pid);
+    *gid = host_id_of_root(path);
 }

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.e2e.bundle import make_bundle
+from tests.e2e.bundle import make_bundle, userns_work_dir, with_user_namespace
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.hook_support import mount_table, require_root_and, run_with_runtime
 from tests.unit.cdi_hook.test_cdi_hook import HOOK
@@ -24,13 +24,24 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
 @pytest.mark.parametrize("entry", ["createRuntime", "createContainer"])
 @pytest.mark.parametrize("pid_namespace", [True, False], ids=["own-pid-ns", "host-pid"])
-def test_the_hook_works_in_the_containers_mount_namespace(tmp_path, runtime, entry, pid_namespace):
+@pytest.mark.parametrize("user_namespace", [False, True], ids=["", "userns"])
+def test_the_hook_works_in_the_containers_mount_namespace(runtime, entry, pid_namespace,
+                                                          user_namespace):
     require_root_and(runtime)
     if not HOOK.exists():
         pytest.skip("nvidia-cdi-hook launcher not installed (run `make venv`)")
+    if user_namespace and not pid_namespace:
+        pytest.skip("the kernel lets a user namespace mount /proc only in a pid namespace it owns")
     ensure_hugetlb_on_v1()
+    with userns_work_dir() as tmp_path:
+        run_one(tmp_path, runtime, entry, pid_namespace, user_namespace)
+
+
+def run_one(tmp_path, runtime, entry, pid_namespace, user_namespace):
     bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", "readlink /opt/volume/libgct.so.1"])
     (bundle / "rootfs/opt/volume").mkdir(parents=True)
+    if user_namespace:
+        with_user_namespace(bundle)
     config = json.loads((bundle / "config.json").read_text())
     config["mounts"].append({"destination": "/opt/volume", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid"]})
     if not pid_namespace:

@@ -7,12 +7,11 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.bundle import make_bundle
+from tests.e2e.bundle import USERNS_BASE, make_bundle, userns_work_dir, with_user_namespace
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.support.mountns import dev_with_extra_nodes, run_in_private_mount_ns
 from tests.e2e.shim_host import (GPU_REPORT, SHIM, ShimLifecycle, build_gpu_host, parse_gpu_report, shim_env,
@@ -229,22 +228,6 @@ def test_legacy_program_name_adds_the_hook_that_injects_at_prestart(gpu_host, tm
     assert f"NVIDIA_CTK_CONFIG_FILE_PATH={tmp_path / 'config.toml'}" in entry["env"]
 
 
-USERNS_BASE = 100000   # the host uid and gid that are root inside the containers with a user namespace
-
-
-def with_user_namespace(bundle):
-    """config.json with a user namespace: the container's ids 0-65535 are the host's 100000-165535, and
-    the rootfs belongs to the container's root, as a userns-remapped engine prepares them."""
-    subprocess.run(["chown", "-R", "-h", f"{USERNS_BASE}:{USERNS_BASE}", str(bundle / "rootfs")], check=True)
-    config = json.loads((bundle / "config.json").read_text())
-    config["linux"]["namespaces"].append({"type": "user"})
-    mapping = [{"containerID": 0, "hostID": USERNS_BASE, "size": 65536}]
-    config["linux"]["uidMappings"] = mapping
-    config["linux"]["gidMappings"] = mapping
-    (bundle / "config.json").write_text(json.dumps(config))
-    return bundle
-
-
 def run_with_host_nodes(lifecycle, bundle, host_dev):
     """The lifecycle with the simulated host's nodes in /dev (this private namespace's), where a real
     driver makes them: in a user namespace runc cannot mknod and bind-mounts each node from the
@@ -259,16 +242,10 @@ USERNS_REPORT = GPU_REPORT + "; cat /proc/self/uid_map; cd /dev; stat -c 'NODE %
 
 @pytest.fixture(scope="module")
 def userns_work():
-    """A work dir the containers' root (host uid 100000) can traverse, unlike pytest's (0700): runc and
-    crun bind-mount the rootfs and the driver's files from inside the user namespace."""
     if os.geteuid() != 0:
         pytest.skip("needs root (device nodes, runc)")
-    work = Path(tempfile.mkdtemp(prefix="gct-userns-"))
-    try:
-        work.chmod(0o755)
+    with userns_work_dir() as work:
         yield work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

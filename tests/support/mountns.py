@@ -7,6 +7,8 @@
   checkout and the interpreter's environment bound back when they lie below target, so that the
   suite runs from a checkout anywhere; `private_run()`: a preexec_fn giving a daemon its own /run.
 - `dev_with_extra_nodes(nodes)`: (in such a namespace) a /dev that also has a simulated host's nodes.
+- `in_user_namespace(script, uid, gid)`: `sh -c script` as root of a user namespace of its own whose
+  ids are the host's uid.., gid.. (a container's init under a userns-remapped engine).
 - `process_in_mount_ns()`: a stand-in container, a `sleep` in its own mount namespace (optionally with
   a procfs and bind mounts made inside), killed on exit.
 - snapshots to compare before/after: `mountinfo_lines`, `mounts_under`, `tree_listing`.
@@ -199,3 +201,33 @@ def tree_listing(path) -> dict:
             link = os.readlink(full) if os.path.islink(full) else None
             listing[os.path.relpath(full, path)] = (st.st_mode, st.st_size, link)
     return listing
+
+
+# The child unshares, waits for its maps, then becomes the namespace's root (as a runtime's init does)
+# and execs the script, with every capability there.
+_USERNS_CHILD = """
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x00020000) != 0:   # CLONE_NEWUSER | CLONE_NEWNS
+    sys.exit("unshare failed")
+print("unshared", flush=True)
+sys.stdin.readline()
+os.setgroups([])
+os.setresgid(0, 0, 0)
+os.setresuid(0, 0, 0)
+os.execvp("sh", ["sh", "-c", sys.argv[1]])
+"""
+
+
+def in_user_namespace(script: str, uid: int, gid: int) -> subprocess.Popen:
+    """`sh -c script` as root of a user namespace of its own (and of a mount namespace it owns) whose
+    ids 0-65535 are the host's uid.. and gid.., mapped by us as a runtime maps them."""
+    proc = subprocess.Popen([sys.executable, "-c", _USERNS_CHILD, script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "unshared\n"
+    with open(f"/proc/{proc.pid}/uid_map", "w") as f:
+        f.write(f"0 {uid} 65536\n")
+    with open(f"/proc/{proc.pid}/gid_map", "w") as f:
+        f.write(f"0 {gid} 65536\n")
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    return proc

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.rootfs import make_rootfs
-from tests.support.mountns import process_in_mount_ns
+from tests.e2e.bundle import userns_work_dir
+from tests.support.mountns import in_user_namespace, process_in_mount_ns
 from tests.unit.cdi_hook.test_cdi_hook import (HOOK, PARAMS, cache_listing, error_line, library,  # noqa: F401
                                                needs_root, run_hook, write_bundle)         # (library: a fixture)
 
@@ -199,3 +200,27 @@ def test_runcs_create_container_hook_without_a_pid_namespace_works_where_it_is(b
     assert result.returncode == 0 and result.stderr == "", result
     assert result.stdout == "1\n"
     assert "libgctcdi.so.1" in cache_listing(bundle / "rootfs")
+
+
+@needs_root
+def test_in_a_user_namespace_files_are_made_for_its_root():
+    """The init in a user namespace of its own (ids 0-65535 the host's 100000-165535) with a tmpfs volume it
+    mounted: that file system cannot map the host's root the hook runs as (EOVERFLOW); the hook makes its
+    link there as the host ids of the namespace's root."""
+    with userns_work_dir() as work:
+        bundle = work / "bundle"
+        write_bundle(bundle, "rootfs")
+        (bundle / "rootfs/opt/volume").mkdir(parents=True)
+        init = in_user_namespace(f"mount -t tmpfs tmpfs '{bundle}/rootfs/opt/volume' && echo ready && exec sleep 120",
+                                 100000, 100000)
+        try:
+            assert init.stdout.readline() == "ready\n"
+            result = run_in_runtime_namespace(["create-symlinks", "--link", "target::/opt/volume/link"],
+                                              state(bundle, init.pid))
+            assert result.returncode == 0 and result.stderr == "", result
+            seen = subprocess.run(["nsenter", "-m", "-t", str(init.pid), "stat", "-c", "%N %u:%g",
+                                   f"{bundle}/rootfs/opt/volume/link"], capture_output=True, text=True, check=True)
+            assert seen.stdout == f"'{bundle}/rootfs/opt/volume/link' -> 'target' 100000:100000\n"
+        finally:
+            init.kill()
+            init.wait()

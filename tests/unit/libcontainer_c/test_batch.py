@@ -6,13 +6,12 @@ that namespace only and goes away with the process. We look inside with nsenter.
 import errno
 import os
 import subprocess
-import sys
 
 import pytest
 
 from libcontainer_c.batch import BatchError, RootfsBatch
 from libcontainer_c.rootfs import DEVICE_NODE, LIBRARY, READONLY_FILES
-from tests.support.mountns import mountinfo_lines, process_in_mount_ns, run_in_private_mount_ns
+from tests.support.mountns import in_user_namespace, mountinfo_lines, process_in_mount_ns, run_in_private_mount_ns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount namespace tests need root")
 
@@ -200,36 +199,6 @@ def test_a_batch_runs_once(tmp_path):
     batch.run(rootfs=tmp_path / "rootfs")
     with pytest.raises(RuntimeError, match="only once"):
         batch.run(rootfs=tmp_path / "rootfs")
-
-
-# The child unshares, waits for its maps, then becomes the namespace's root (as a runtime's init does)
-# and execs the script, with every capability there.
-_USERNS_CHILD = """
-import ctypes, os, sys
-if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x00020000) != 0:   # CLONE_NEWUSER | CLONE_NEWNS
-    sys.exit("unshare failed")
-print("unshared", flush=True)
-sys.stdin.readline()
-os.setgroups([])
-os.setresgid(0, 0, 0)
-os.setresuid(0, 0, 0)
-os.execvp("sh", ["sh", "-c", sys.argv[1]])
-"""
-
-
-def in_user_namespace(script: str, uid: int, gid: int) -> subprocess.Popen:
-    """`sh -c script` as root of a user namespace of its own (and of a mount namespace it owns) whose
-    ids 0-65535 are the host's uid.. and gid.., mapped by us as a runtime maps them."""
-    proc = subprocess.Popen([sys.executable, "-c", _USERNS_CHILD, script], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "unshared\n"
-    with open(f"/proc/{proc.pid}/uid_map", "w") as f:
-        f.write(f"0 {uid} 65536\n")
-    with open(f"/proc/{proc.pid}/gid_map", "w") as f:
-        f.write(f"0 {gid} 65536\n")
-    proc.stdin.write("go\n")
-    proc.stdin.flush()
-    return proc
 
 
 @pytest.fixture
