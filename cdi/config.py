@@ -107,16 +107,30 @@ class Config(Record, frozen=True):
         return name in self.features
 
     def host_ldconfig(self) -> str:
-        """The ldconfig to run, on the host. A path without "@" would run the image's own binary as
-        root (REFERENCE §6): refused unless the admin allowed it explicitly."""
-        ldconfig = self.nvidia_container_cli.ldconfig
-        if ldconfig.startswith("@"):
-            return ldconfig[1:]
-        if not self.feature("allow-ldconfig-from-container"):
-            raise ConfigError(f"ldconfig {ldconfig!r} would run a binary from the container image; use "
-                              "'@/sbin/ldconfig' or set features.allow-ldconfig-from-container",
-                              self.source or "nvidia-container-cli.ldconfig")
-        return ldconfig
+        """The ldconfig to run, on the host: `[nvidia-container-cli] ldconfig` (see ldconfig_host_path)."""
+        return ldconfig_host_path(self.nvidia_container_cli.ldconfig,
+                                  self.feature("allow-ldconfig-from-container"),
+                                  self.source or "nvidia-container-cli.ldconfig")
+
+
+def ldconfig_host_path(value: str, allowed: bool, where: str) -> str:
+    """The host path of an ldconfig setting ("@/sbin/ldconfig": the host's /sbin/ldconfig).
+
+    A path without "@" names the image's own binary. NVIDIA refuses it unless
+    features.allow-ldconfig-from-container is true (`allowed`), and then runs it as root. We refuse it
+    either way: the one ldconfig runner (libcontainer_c.ldconfig) joins only the container's mount
+    namespace, so the image's code would run as uid 0 in the host's pid, network and IPC namespaces,
+    without the container's seccomp or LSM profile, free to signal every root process of the host
+    (docs/libcontainer_c.md#ldconfig). The host's ldconfig does the same job on the container's files."""
+    if value.startswith("@"):
+        return value[1:]
+    if not allowed:
+        raise ConfigError(f"ldconfig {value!r} would run a binary from the container image; use "
+                          "'@/sbin/ldconfig' for the host's (a path without '@' is refused unless "
+                          "features.allow-ldconfig-from-container is set, and refused here even then)", where)
+    raise ConfigError(f"ldconfig {value!r} would run a binary from the container image as root on the host; "
+                      "this toolkit refuses that even with features.allow-ldconfig-from-container: use "
+                      "'@/sbin/ldconfig' for the host's", where)
 
 
 def config_path(environ: dict | None = None) -> str:

@@ -58,6 +58,7 @@ IPC_SOCKETS = {
                 "/var/run/nvidia-fabricmanager/socket", "/run/nvidia-fabricmanager/socket"),
 }
 DEFAULT_MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"
+MPS_PIPE_DIRECTORY_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 FIRMWARE_DIRECTORY = "/lib/firmware/nvidia/{version}"
 FIRMWARE_PREFIX, FIRMWARE_SUFFIX = "gsp", ".bin"   # gsp*.bin: no fnmatch (it imports re)
 FIRMWARE_PATTERN = f"{FIRMWARE_PREFIX}*{FIRMWARE_SUFFIX}"
@@ -168,7 +169,7 @@ def locate_driver_files(root: str | DriverRoot, driver_version: str, capabilitie
     if machine not in _ABIS:
         raise DriverFilesError(f"unsupported machine {machine!r} (known: {', '.join(_ABIS)})")
     if mps_pipe_directory is None:
-        mps_pipe_directory = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or DEFAULT_MPS_PIPE_DIRECTORY
+        mps_pipe_directory = mps_pipe_directory_of()
     try:
         root = root if isinstance(root, DriverRoot) else DriverRoot(root)
         search = _Search(root, driver_version, _ABIS[machine], ld_cache or LD_CACHE)
@@ -178,6 +179,15 @@ def locate_driver_files(root: str | DriverRoot, driver_version: str, capabilitie
     except DriverRootError as e:
         raise DriverFilesError(e.what, e.where) from None
     return DriverFiles(root=search.root.path, driver_version=driver_version, files=tuple(files))
+
+
+def mps_pipe_directory_of(environ: dict | None = None) -> str:
+    """The MPS pipe directory every program mounts for `compute`: $CUDA_MPS_PIPE_DIRECTORY of the
+    program's own environment (the engine's or the admin's, as the MPS daemon's users read it), else
+    /tmp/nvidia-mps. The launchers pass the variable on to every program, and the runtime shim hands
+    it to the prestart hook it adds (runtime_shim.runtime_cache.CONFIG_ENV_KEYS)."""
+    environ = os.environ if environ is None else environ
+    return environ.get(MPS_PIPE_DIRECTORY_ENV) or DEFAULT_MPS_PIPE_DIRECTORY
 
 
 def parse_capabilities(capabilities: Iterable[str]) -> frozenset[str]:

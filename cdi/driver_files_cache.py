@@ -33,8 +33,8 @@ import stat
 import time
 
 from cdi import config_cache, json_codec
-from cdi.driver_files import (DEFAULT_MPS_PIPE_DIRECTORY, DEFAULT_SEARCH_PATH, LD_CACHE, DriverFile, DriverFiles,
-                              Symlink, locate_driver_files, parse_capabilities)
+from cdi.driver_files import (DEFAULT_SEARCH_PATH, LD_CACHE, DriverFile, DriverFiles, Symlink, locate_driver_files,
+                              mps_pipe_directory_of, parse_capabilities)
 from cdi.driver_root import MISSING_ERRNOS, DriverRoot
 
 MAGIC = "gct-driver-files 1"
@@ -98,7 +98,7 @@ def locate_driver_files_kept(cache_dir: str, root: str, driver_version: str, cap
     between runs (see the module docstring). Raises what locate_driver_files raises."""
     caps = parse_capabilities(capabilities)
     key = [os.path.abspath(root), driver_version, sorted(caps), ld_cache or LD_CACHE, DEFAULT_SEARCH_PATH,
-           os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or DEFAULT_MPS_PIPE_DIRECTORY, os.uname().machine]
+           mps_pipe_directory_of(), os.uname().machine]
     name = f"driver-files-{config_cache.fnv1a64(repr(key)):016x}.json"
     kept = _read(cache_dir, name, key)
     if kept is not None:

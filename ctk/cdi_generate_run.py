@@ -84,9 +84,6 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
         config = load_config()
         cli = config.nvidia_container_cli
         ldconfig = config.host_ldconfig()
-        if not cli.ldconfig.startswith("@"):  # allowed for the prestart path, not for a spec's hook
-            raise CliError(f"ldconfig {cli.ldconfig!r} is a container path; nvidia-cdi-hook runs only the "
-                           "host's ('@/path')", "nvidia-container-cli.ldconfig")
         root = resolve_driver_root(driver_root, cli.root)
         inventory = load_inventory(root)
         spec = generate_spec(root, inventory, vendor=vendor, cls=cls, strategies=strategies,

@@ -15,8 +15,8 @@ this module only translates flags and filters what the flags exclude:
   device cgroup.
 - `--no-persistenced`, `--no-fabricmanager`, `--no-gsp-firmware`: those sockets / firmware are not mounted.
 - `--ldconfig=@PATH` runs the host's PATH; a path without "@" names the image's own ldconfig and is
-  refused unless config `features.allow-ldconfig-from-container` is set (REFERENCE §6). Even then it
-  runs in the ldconfig sandbox (no capabilities, chroot), opened through the rootfs resolver.
+  refused, with or without config `features.allow-ldconfig-from-container` (cdi.config.ldconfig_host_path
+  says why).
 - `--user[=UID:GID]`: the caller has no host privileges (LXC's unprivileged containers run the tool in
   a user namespace). What the namespace allows (bind mounts and links in a mount namespace it owns,
   ldconfig in the sandbox) is done; what it refuses fails with one line naming the step, after every
@@ -94,38 +94,25 @@ def imex_from_flags(values: list[str]) -> tuple[tuple[int, ...], bool]:
     return tuple(channels), every
 
 
-def host_ldconfig(args, config, rootfs: str, keep_open: list[int]) -> str:
-    """The ldconfig binary to run, as a path this process can open. "@PATH" is the host's; a container
-    path (only when the config allows it) is opened inside the rootfs by the C resolver and handed on
-    as /proc/self/fd/N, so no link in the image can redirect it to a host file."""
+def host_ldconfig(args, config) -> str:
+    """The ldconfig binary to run, a host path: "@PATH" is the host's; a container path is refused
+    (cdi.config.ldconfig_host_path says why)."""
+    from cdi.config import ldconfig_host_path
+
     value = args.ldconfig or config.nvidia_container_cli.ldconfig or "@/sbin/ldconfig"
     where = "--ldconfig" if args.ldconfig else "nvidia-container-cli.ldconfig"
-    if value.startswith("@"):
-        path = value[1:]
-        if not os.path.isabs(path):
-            raise ConfigureError(f"ldconfig {value!r} must be an absolute host path", where)
-        # checked before anything is mounted: a missing ldconfig would otherwise fail only after the
-        # mounts, and cost a rollback
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise ConfigureError(f"cannot use ldconfig: {e.strerror}", path) from None
-        if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
-            raise ConfigureError("cannot use ldconfig: not an executable file", path)
-        return path
-    if not config.feature(ALLOW_CONTAINER_LDCONFIG):
-        raise ConfigureError(f"ldconfig {value!r} would run a binary from the container image; use '@{value}' "
-                             f"for the host's or set features.{ALLOW_CONTAINER_LDCONFIG}", where)
-    from libcontainer_c.errors import ContainerFsError
-    from libcontainer_c.rootfs import Rootfs
-
+    path = ldconfig_host_path(value, config.feature(ALLOW_CONTAINER_LDCONFIG), where)
+    if not os.path.isabs(path):
+        raise ConfigureError(f"ldconfig {value!r} must be an absolute host path", where)
+    # checked before anything is mounted: a missing ldconfig would otherwise fail only after the
+    # mounts, and cost a rollback
     try:
-        with Rootfs(rootfs) as root:
-            fd = root.open(value, os.O_RDONLY)
-    except ContainerFsError as e:
-        raise ConfigureError(f"cannot open the container's ldconfig: {e.strerror}", f"{value} in {rootfs}") from None
-    keep_open.append(fd)
-    return f"/proc/self/fd/{fd}"
+        st = os.stat(path)
+    except OSError as e:
+        raise ConfigureError(f"cannot use ldconfig: {e.strerror}", path) from None
+    if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
+        raise ConfigureError("cannot use ldconfig: not an executable file", path)
+    return path
 
 
 def drop_excluded_files(plan, args) -> None:
@@ -169,18 +156,13 @@ def configure(args, config, driver_root) -> None:
     mig_monitor = extra_ids(args.mig_monitor, "--mig-monitor", inventory)
     imex_channels, imex_all = imex_from_flags(args.imex_channel)
     ld_cache = args.ldcache or config.nvidia_container_cli.ldcache or None
-    keep_open: list[int] = []
-    try:
-        ldconfig = host_ldconfig(args, config, rootfs, keep_open)
-        plan = plan_injection(driver_root, inventory, selection, capabilities_of(args),
-                              mig_config=mig_config, mig_monitor=mig_monitor, imex_channels=imex_channels,
-                              imex_all=imex_all, ldconfig=ldconfig, ld_cache=ld_cache)
-        drop_excluded_files(plan, args)
-        target = Target(rootfs, args.pid, cgroups=cgroups, bind_devices=not args.no_devbind)
-        injected = inject(plan, target, warn=_warn)
-    finally:
-        for fd in keep_open:
-            os.close(fd)
+    ldconfig = host_ldconfig(args, config)
+    plan = plan_injection(driver_root, inventory, selection, capabilities_of(args),
+                          mig_config=mig_config, mig_monitor=mig_monitor, imex_channels=imex_channels,
+                          imex_all=imex_all, ldconfig=ldconfig, ld_cache=ld_cache)
+    drop_excluded_files(plan, args)
+    target = Target(rootfs, args.pid, cgroups=cgroups, bind_devices=not args.no_devbind)
+    injected = inject(plan, target, warn=_warn)
     log.debug("injected into %s: %r", rootfs, injected)
 
 

@@ -122,13 +122,14 @@ def inject_request(request, config, rootfs: str, pid: int, config_file: str | No
     from hook.inject import Target, inject, plan_injection
 
     cli = config.nvidia_container_cli
+    ldconfig = config.host_ldconfig()   # a refused setting fails before the driver is read
     driver_root = resolve_driver_root(None, cli.root)
     inventory = load_inventory(driver_root)
     selection = select_and_check(request, inventory, config.cdi.default_kind)
     plan = plan_injection(driver_root, inventory, selection, request.capabilities,
                           mig_config=request.mig_config, mig_monitor=request.mig_monitor,
                           imex_channels=request.imex_channels, imex_all=request.imex_all,
-                          ldconfig=config.host_ldconfig(), ld_cache=cli.ldcache or None,
+                          ldconfig=ldconfig, ld_cache=cli.ldcache or None,
                           cache_dir=kept_config_dir(config_file))
     inject(plan, Target(rootfs, pid, cgroups=not cli.no_cgroups), warn=_warn)
 

@@ -6,7 +6,7 @@
  * container's environment, which an image sets (LD_PRELOAD ...); and pip rewrites console-script
  * shebangs without interpreter flags. So each root-run program is installed as a copy of this binary. It
  *   - is static, so LD_PRELOAD and LD_LIBRARY_PATH cannot put code into it;
- *   - keeps only an allowlist of environment variables (PATH, NVIDIA_*, XDG_CONFIG_HOME);
+ *   - keeps only an allowlist of environment variables (PATH, NVIDIA_*, XDG_CONFIG_HOME, CUDA_MPS_PIPE_DIRECTORY);
  *   - never hands the interpreter (a dynamic program) a variable glibc's secure mode drops (LD_*,
  *     MALLOC_*, GCONV_PATH, ...: unsecure_names below), whatever the program and its command line;
  *   - runs `python -I -S` (no PYTHON* variables, no user site, no site.py or .pth side effects) with
@@ -88,7 +88,8 @@ static const struct program programs[] = {
 #define INTERPRETER_FILE ".gpu-container-toolkit-python"
 
 static const char *const kept_prefixes[] = {"NVIDIA_", NULL};
-static const char *const kept_names[] = {"PATH", "XDG_CONFIG_HOME", NULL};
+/* CUDA_MPS_PIPE_DIRECTORY: the MPS directory every program mounts for compute (cdi.driver_files) */
+static const char *const kept_names[] = {"PATH", "XDG_CONFIG_HOME", "CUDA_MPS_PIPE_DIRECTORY", NULL};
 static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /* What glibc's secure mode (AT_SECURE: setuid programs) removes from the environment, because it

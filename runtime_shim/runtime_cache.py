@@ -41,6 +41,7 @@ CACHE_DIR_ENV = "NVIDIA_CTK_CACHE_DIR"
 DEFAULT_CACHE_DIR = "/run/nvidia-container-toolkit"
 DEFAULT_SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
+MPS_PIPE_DIRECTORY_ENV = "CUDA_MPS_PIPE_DIRECTORY"   # cdi.driver_files', not imported on this path
 DEFAULT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CONFIG_RELATIVE = "/nvidia-container-runtime/config.toml"
 
@@ -137,11 +138,12 @@ def request_markers(config) -> list[str]:
     return list(dict.fromkeys(markers))
 
 
-# The caller's variables that pick the config, the caches and the driver root
-CONFIG_ENV_KEYS = (CONFIG_ENV, "XDG_CONFIG_HOME", CACHE_DIR_ENV, "NVIDIA_CTK_DRIVER_ROOT")
+# The caller's variables that pick the config, the caches, the driver root and the MPS pipe directory
+# (a create cache key holds them: an entry made under another MPS directory is not applied)
+CONFIG_ENV_KEYS = (CONFIG_ENV, "XDG_CONFIG_HOME", CACHE_DIR_ENV, "NVIDIA_CTK_DRIVER_ROOT", MPS_PIPE_DIRECTORY_ENV)
 NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"   # cdi.nvml's (not imported on this path; a test holds them equal)
 # What the legacy hook entry copies from the caller (runtime_shim.modes), so that the hook reads the
-# config, caches and driver root this shim read, and waits for NVML as long as it would
+# config, caches, driver root and MPS directory this shim read, and waits for NVML as long as it would
 HOOK_ENV_KEYS = (*CONFIG_ENV_KEYS, NVML_TIMEOUT_ENV)
 # What a create cache key holds (runtime_shim.create_cache): the caller's variables above, the spec
 # cache's file and NVML's timeout (jit-cdi, and the legacy hook's env), in this order; and the

@@ -70,13 +70,16 @@ def with_mknod(bundle: Path) -> Path:
     return bundle
 
 
-def run_through_shim(bundle: Path, config: Path, state_root: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_through_shim(bundle: Path, config: Path, state_root: Path, timeout: float = 60,
+                     extra_env: dict | None = None) -> subprocess.CompletedProcess:
     """`nvidia-container-runtime.legacy run` of the bundle (the shim adds our prestart hook and execs
     the runtime named in the config); the container is deleted afterwards. The shim's cache goes next
-    to the state root (else it would be /run/nvidia-container-toolkit, and stay there)."""
+    to the state root (else it would be /run/nvidia-container-toolkit, and stay there). extra_env: more
+    of the shim's environment (as an engine's)."""
     cid = f"gct-hook-{uuid.uuid4().hex[:10]}"
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-           "NVIDIA_CTK_CONFIG_FILE_PATH": str(config), "NVIDIA_CTK_CACHE_DIR": str(state_root.parent / "shim-cache")}
+           "NVIDIA_CTK_CONFIG_FILE_PATH": str(config), "NVIDIA_CTK_CACHE_DIR": str(state_root.parent / "shim-cache"),
+           **(extra_env or {})}
     try:
         return subprocess.run([str(SHIM_LEGACY), "--root", str(state_root), "run", "--bundle", str(bundle), cid],
                               capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)

@@ -36,12 +36,13 @@ def host(tmp_path_factory):
     shutil.rmtree(work, ignore_errors=True)
 
 
-def run(host, tmp_path, runtime: str, env: list[str], script: str = PROBE, config_extra: str = ""):
+def run(host, tmp_path, runtime: str, env: list[str], script: str = PROBE, config_extra: str = "",
+        shim_env: dict | None = None):
     root, _ = host
     config = write_config(tmp_path / "config.toml", root, runtime, config_extra)
     bundle = with_mknod(make_bundle(tmp_path / "bundle", ["sh", "-c", script], env=env, glibc=True))
     before = mount_table(str(tmp_path), str(root))
-    result = run_through_shim(bundle, config, tmp_path / "state")
+    result = run_through_shim(bundle, config, tmp_path / "state", extra_env=shim_env)
     assert mount_table(str(tmp_path), str(root)) == before, "the host's mount table changed"
     return result
 
@@ -279,3 +280,19 @@ def test_poststart_and_poststop_succeed_doing_nothing():
     for command in ("poststart", "poststop"):
         result = subprocess.run([str(HOOK), command], input="not even json", capture_output=True, text=True)
         assert result.returncode == 0 and result.stderr == ""
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_the_mps_pipe_directory_of_the_engines_environment_is_mounted(host, tmp_path, runtime):
+    """CUDA_MPS_PIPE_DIRECTORY in the shim's environment reaches the hook it adds, which mounts that
+    directory (writable: MPS clients make their pipes in it) for compute (issue 22, item 9)."""
+    root, _ = host
+    (root / "srv" / "mps").mkdir(parents=True, exist_ok=True)
+    script = ("grep -q ' /srv/mps ' /proc/self/mountinfo && echo mps-mounted; "
+              "grep -q ' /tmp/nvidia-mps ' /proc/self/mountinfo && echo default-mounted; "
+              "touch /srv/mps/client && echo mps-writable; true")
+    result = run(host, tmp_path, runtime, ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute"],
+                 script=script, shim_env={"CUDA_MPS_PIPE_DIRECTORY": "/srv/mps"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["mps-mounted", "mps-writable"]
+    assert (root / "srv" / "mps" / "client").exists()

@@ -139,10 +139,16 @@ def test_unreadable_and_binary_files(tmp_path):
         load_config(tmp_path)  # a directory
 
 
-def test_container_ldconfig_is_refused_unless_allowed(tmp_path):
+def test_container_ldconfig_is_refused_even_when_allowed(tmp_path):
+    """NVIDIA runs the image's ldconfig when the feature is set; we refuse it either way (it would run as
+    root in the host's namespaces: cdi.config.ldconfig_host_path). It used to come back as a HOST path."""
     path = tmp_path / "c.toml"
     path.write_text('[nvidia-container-cli]\nldconfig = "/sbin/ldconfig"\n')
-    with pytest.raises(ConfigError, match="container image"):
+    with pytest.raises(ConfigError, match="container image; use '@/sbin/ldconfig'"):
         load_config(path).host_ldconfig()
     path.write_text('[nvidia-container-cli]\nldconfig = "/sbin/ldconfig"\n[features]\nallow-ldconfig-from-container = true\n')
-    assert load_config(path).host_ldconfig() == "/sbin/ldconfig"
+    with pytest.raises(ConfigError, match="refuses that even with features.allow-ldconfig-from-container") as err:
+        load_config(path).host_ldconfig()
+    assert err.value.where == str(path)
+    path.write_text('[nvidia-container-cli]\nldconfig = "@/usr/sbin/ldconfig.real"\n')
+    assert load_config(path).host_ldconfig() == "/usr/sbin/ldconfig.real"

@@ -233,8 +233,10 @@ def test_configured_ldconfig_reaches_the_hook_and_a_container_path_is_refused(si
                       '[features]\nallow-ldconfig-from-container = true\n')
     result = generate("--driver-root", str(sim_host), env=env, check=False)
     assert result.returncode == 1
-    assert result.stderr.strip() == ("nvidia-ctk: error: ldconfig '/sbin/ldconfig' is a container path; nvidia-cdi-hook "
-                                     "runs only the host's ('@/path') (nvidia-container-cli.ldconfig)")
+    assert result.stderr.strip() == (
+        "nvidia-ctk: error: ldconfig '/sbin/ldconfig' would run a binary from the container image as root on the "
+        "host; this toolkit refuses that even with features.allow-ldconfig-from-container: use '@/sbin/ldconfig' "
+        f"for the host's ({config})")
 
 
 # ctk.fast_path leaves `--output -` to click

@@ -106,18 +106,25 @@ def test_ld_cache_is_rebuilt_with_the_host_ldconfig(host, rootfs):
     assert done.stdout.splitlines() == ["rc=0", "1"], done.stderr
 
 
-def test_container_ldconfig_only_when_the_config_allows_it(host, rootfs, tmp_path):
+def test_a_container_ldconfig_is_refused_even_when_the_config_allows_it(host, rootfs, tmp_path):
+    """The image's ldconfig would run as root in the host's pid, network and IPC namespaces (the sandbox
+    joins only the mount namespace): refused with the feature too, nothing injected (issue 22, item 9)."""
     count = "chroot . /sbin/ldconfig -p | grep -c 'libcuda.so.1 '; grep -c \" $PWD\" /proc/self/mountinfo"
     refused = configure(host, rootfs, "--device=0", "--compute", "--ldconfig=/sbin/ldconfig", after=count)
     assert refused.stderr.strip() == (
         "nvidia-container-cli: error: ldconfig '/sbin/ldconfig' would run a binary from the container image; use "
-        "'@/sbin/ldconfig' for the host's or set features.allow-ldconfig-from-container (--ldconfig)")
+        "'@/sbin/ldconfig' for the host's (a path without '@' is refused unless "
+        "features.allow-ldconfig-from-container is set, and refused here even then) (--ldconfig)")
     assert refused.stdout.splitlines() == ["rc=1", "0", "0"]      # nothing injected, nothing mounted
     config = tmp_path / "config.toml"
     config.write_text("[features]\nallow-ldconfig-from-container = true\n")
     allowed = configure(host, rootfs, "--device=0", "--compute", "--ldconfig=/sbin/ldconfig", after=count,
                         env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)})
-    assert allowed.stdout.splitlines()[:2] == ["rc=0", "1"], allowed.stderr
+    assert allowed.stderr.strip() == (
+        "nvidia-container-cli: error: ldconfig '/sbin/ldconfig' would run a binary from the container image as "
+        "root on the host; this toolkit refuses that even with features.allow-ldconfig-from-container: use "
+        "'@/sbin/ldconfig' for the host's (--ldconfig)")
+    assert allowed.stdout.splitlines() == ["rc=1", "0", "0"]
 
 
 @pytest.mark.parametrize("flags, message", [

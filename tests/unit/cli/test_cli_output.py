@@ -149,6 +149,24 @@ def test_list_compat32_adds_32bit_libraries_after_the_64bit_ones(host):
         files["libraries"] + files["libraries32"]
 
 
+def test_the_launcher_passes_the_mps_pipe_directory_on(host):
+    """CUDA_MPS_PIPE_DIRECTORY names the MPS directory listed (and mounted) for compute, through the
+    installed launcher as the engines and LXC start it (issue 22, item 9)."""
+    mps = os.path.join(host, "srv", "mps")
+    os.makedirs(mps)
+    try:
+        env = {"PATH": "/usr/bin:/bin", "CUDA_MPS_PIPE_DIRECTORY": "/srv/mps"}
+        done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "nvidia-container-cli"), "--root", host,
+                               "list", "--ipcs"], capture_output=True, text=True, env=env, timeout=60)
+        assert ok(done).splitlines() == expected_files(host)["ipcs"] + [mps]
+        del env["CUDA_MPS_PIPE_DIRECTORY"]   # the default, /tmp/nvidia-mps, is not there
+        assert ok(subprocess.run(done.args, capture_output=True, text=True, env=env, timeout=60)).splitlines() == \
+            expected_files(host)["ipcs"]
+    finally:
+        os.rmdir(mps)
+        os.rmdir(os.path.dirname(mps))
+
+
 def test_list_sections(host):
     files = expected_files(host)
     assert ok(cli("--root", host, "list", "-l")).splitlines() == files["libraries"]

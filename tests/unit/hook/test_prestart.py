@@ -109,6 +109,23 @@ def test_a_gpu_request_with_no_driver_fails_in_one_line(tmp_path):
     assert "nvidia-container-cli.root" in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_container_ldconfig_is_refused_allowed_or_not(tmp_path, allowed):
+    """ldconfig without "@" names the image's binary: refused even with the feature set (it would run
+    as root in the host's namespaces; cdi.config.ldconfig_host_path), before the driver is read; it was
+    run as the HOST's file of that name (issue 22, item 9)."""
+    bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
+    config = tmp_path / "config.toml"
+    config.write_text(f'[nvidia-container-cli]\nroot = "{tmp_path / "missing"}"\nldconfig = "/sbin/ldconfig"\n'
+                      f'[features]\nallow-ldconfig-from-container = {"true" if allowed else "false"}\n')
+    result = hook("prestart", state={"bundle": str(bundle), "pid": 1}, env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)})
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("nvidia-container-runtime-hook: error: ldconfig '/sbin/ldconfig' would run a "
+                                    "binary from the container image")
+    assert result.stderr.endswith(f"use '@/sbin/ldconfig' for the host's ({config})\n") == allowed
+    assert "even with features.allow-ldconfig-from-container" in result.stderr if allowed else True
+
+
 def test_malformed_config_is_one_line(tmp_path):
     bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
     config = tmp_path / "config.toml"

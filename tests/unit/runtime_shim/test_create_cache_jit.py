@@ -189,6 +189,21 @@ def test_a_timeout_in_the_environment_is_part_of_the_key(shim, tmp_path):
     assert "nvml-timeout 5.000000\n" in max(cache_files(shim), key=lambda p: p.stat().st_mtime_ns).read_text()
 
 
+def test_the_mps_pipe_directory_of_the_environment_is_mounted_and_part_of_the_key(own_shim, tmp_path):
+    """jit-cdi mounts $CUDA_MPS_PIPE_DIRECTORY of the shim's environment (it reaches Python through the
+    launcher), and an entry made under one directory is not applied under another (issue 22, item 9)."""
+    (own_shim.host / "srv" / "mps").mkdir(parents=True)
+    spec = minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"])
+    mps = {"destination": "/srv/mps", "source": str(own_shim.host / "srv" / "mps"),
+           "options": ["nosuid", "nodev", "noexec", "bind"]}
+    env = own_shim.env(CUDA_MPS_PIPE_DIRECTORY="/srv/mps")
+    python_doc, launcher_doc = python_then_launcher(own_shim, tmp_path, spec, env=env)
+    assert mps in python_doc["mounts"] and launcher_doc == python_doc
+    own_shim.reset()
+    default = create(own_shim, make_bundle(tmp_path / "default", spec))
+    assert own_shim.python_ran() and not [m for m in default["mounts"] if m["destination"] == "/srv/mps"]
+
+
 def test_graphics_is_not_kept(shim, tmp_path):
     bundle = make_bundle(tmp_path / "g", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0",
                                                       "NVIDIA_DRIVER_CAPABILITIES=graphics,utility"]))

@@ -165,6 +165,17 @@ def test_legacy_mode_hands_the_hook_nvmls_time_limit(shim, tmp_path, bindir):
     assert runtime_cache.NVML_TIMEOUT_ENV == NVML_TIMEOUT_ENV   # spelled out there, not imported
 
 
+def test_legacy_mode_hands_the_mps_pipe_directory_to_the_hook(shim, tmp_path, bindir):
+    """The hook mounts the MPS directory of the shim's environment, as jit-cdi does (issue 22, item 9)."""
+    (bindir / "nvidia-container-runtime-hook").write_text("#!/bin/sh\n")
+    (bindir / "nvidia-container-runtime-hook").chmod(0o755)
+    bundle = make_bundle(tmp_path / "b", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"]))
+    env = shim.env(CUDA_MPS_PIPE_DIRECTORY="/srv/mps")
+    assert create(shim, bundle, program="nvidia-container-runtime.legacy", env=env).returncode == 0
+    [hook] = handed_over(shim)["hooks"]["prestart"]
+    assert hook["env"][-1] == "CUDA_MPS_PIPE_DIRECTORY=/srv/mps"
+
+
 def test_legacy_mode_keeps_an_equivalent_hook_once(shim, tmp_path, bindir):
     (bindir / "nvidia-container-runtime-hook").write_text("#!/bin/sh\n")
     (bindir / "nvidia-container-runtime-hook").chmod(0o755)
