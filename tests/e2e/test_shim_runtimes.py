@@ -260,18 +260,30 @@ def userns_gpu_host(userns_work):
 @pytest.mark.parametrize("mode", ["cdi", "jit-cdi", "legacy"])
 def test_a_container_with_a_user_namespace_gets_its_gpu(userns_gpu_host, userns_work, runtime, mode):
     """Rootless and userns-remapped engines: the container's root is an unprivileged host uid. The
-    container gets GPU 0 in every mode under both runtimes. Its device nodes are the host's, bind-mounted
+    container gets GPU 0 in every mode under both runtimes, created by Python and then by the launcher from
+    its create cache. Its device nodes are the host's, bind-mounted
     (runc, and the prestart hook in legacy mode), seen inside as owned by nobody (the host's root is not
     mapped), or crun's own for config.json's devices. Failed before: legacy under both runtimes (EOVERFLOW
     making the mount target in the container's /dev), cdi and jit-cdi under crun (its state's bundle "/")."""
     gpu_host, tmp_path = userns_gpu_host, userns_work / f"{runtime}-{mode}"
     tmp_path.mkdir()
-    bundle = with_user_namespace(make_bundle(tmp_path / "bundle", ["sh", "-c", USERNS_REPORT], glibc=True,
-                                             env=["NVIDIA_VISIBLE_DEVICES=0",
-                                                  "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]))
     lifecycle = lifecycle_for(runtime, gpu_host, tmp_path, mode=mode)
-    code, output, stderr = run_in_private_mount_ns(run_with_host_nodes, lifecycle, bundle, gpu_host.root / "dev")
-    assert code == 0, stderr
+    # twice: the second create of the same request is the launcher's, from its create cache (the report
+    # is a script in the rootfs: a backslash in config.json would send the create to Python)
+    for run in ("first", "cached"):
+        bundle = make_bundle(tmp_path / run, ["sh", "/report.sh"], glibc=True,
+                             env=["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"])
+        (bundle / "rootfs/report.sh").write_text(USERNS_REPORT + "\n")
+        with_user_namespace(bundle)
+        code, output, stderr = run_in_private_mount_ns(run_with_host_nodes, lifecycle, bundle,
+                                                       gpu_host.root / "dev")
+        assert code == 0, (run, stderr)
+        check_userns_report(output, gpu_host, runtime, mode)
+    log = (tmp_path / "shim.log").read_text()
+    assert log.count("command create") == 1 and log.count("from the create cache") == 1, log
+
+
+def check_userns_report(output, gpu_host, runtime, mode):
     seen = parse_gpu_report("\n".join(line for line in output.splitlines() if not line.startswith(("NODE", " "))))
     assert seen["smi"] == [smi_gpu_line(gpu_host.gpu_uuids[0])]
     assert {"nvidia0", "nvidiactl", "nvidia-uvm"} <= set(seen["dev"]) and "nvidia1" not in seen["dev"]
