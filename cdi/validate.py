@@ -48,11 +48,16 @@ def schema_bytes() -> bytes:
         return f.read()
 
 
+# The rules a spec is held to beyond the schema (cdi.spec's checks), by version: raised whenever they
+# come to refuse more, so that a verdict an older version reached is not trusted (2: a lone surrogate).
+RULES_VERSION = 2
+
+
 def schema_key() -> str:
-    """Identifies the schema a cached verdict was reached with, so that a changed schema invalidates the
-    cache: the schema's own text (a few KiB), compared whole. Exact, and it needs no hash function:
-    importing hashlib would cost the create path ~3 ms."""
-    return schema_bytes().decode("utf-8")
+    """Identifies the rules a cached verdict was reached with, so that changed rules invalidate the
+    cache: RULES_VERSION and the schema's own text (a few KiB), compared whole. Exact, and it needs no
+    hash function: importing hashlib would cost the create path ~3 ms."""
+    return f"rules {RULES_VERSION}\n" + schema_bytes().decode("utf-8")
 
 
 def _schema_document() -> dict:

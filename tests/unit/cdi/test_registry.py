@@ -148,6 +148,24 @@ def test_persistent_cache_round_trip_and_trust(dirs, tmp_path, monkeypatch):
     assert not ValidatedSpecCache(cache_file).is_valid(str(low / "a.json"), os.stat(low / "a.json"))
 
 
+def test_a_verdict_of_older_rules_is_not_trusted(dirs, tmp_path, monkeypatch):
+    """A YAML spec with a lone surrogate that an older version cached as valid (the kept document
+    skips parsing) is judged again, and refused, once the rules refuse it (issue 22, item 10)."""
+    low, _ = dirs
+    spec = low / "lone.yaml"
+    spec.write_text('cdiVersion: 0.5.0\nkind: a.example/y\ndevices:\n- name: "x"\n'
+                    '  containerEdits: {env: ["A=\\ud800"]}\n')
+    old = ValidatedSpecCache(tmp_path / "validated.json")
+    with monkeypatch.context() as m:   # what a version before the surrogate rule wrote
+        m.setattr(cdi.validate, "schema_key", lambda: cdi.validate.schema_bytes().decode("utf-8"))
+        old.remember(str(spec), os.stat(spec), {"cdiVersion": "0.5.0", "kind": "a.example/y", "devices": [
+            {"name": "x", "containerEdits": {"env": ["A=\ud800"]}}]})
+        old.save()
+        assert "a.example/y=x" in Registry((str(low),), cache=ValidatedSpecCache(tmp_path / "validated.json")).devices
+    registry = Registry((str(low),), cache=ValidatedSpecCache(tmp_path / "validated.json"))
+    assert registry.devices == {} and "lone surrogate" in str(registry.problems[0])
+
+
 def test_cache_forgets_removed_files_and_survives_an_unwritable_path(dirs, tmp_path):
     low, _ = dirs
     a = write(low / "a.json")
