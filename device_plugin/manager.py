@@ -46,7 +46,7 @@ class Sources:
     config: Callable[[], Config]
     inventory: Callable[[Config], Inventory]
     topology: Callable[[Config, Inventory], Topology]
-    refresh_spec: Callable[[Config], object] = field(default=lambda config: None)
+    refresh_spec: Callable[[Config, Inventory, list[Resource]], object] = field(default=lambda *args: None)
     # the driver's XID events (device_plugin.health); None: not available, no health checks
     events: Callable[[Config], EventSource | None] = field(default=lambda config: None)
 
@@ -79,7 +79,7 @@ class PluginManager:
         try:
             inventory = self.sources.inventory(self.config)
             self.resources = build_resources(inventory, self.config.mig_strategy)
-            self.sources.refresh_spec(self.config)
+            self.sources.refresh_spec(self.config, inventory, self.resources)
         except CdiError as e:
             raise InitError(e.what, e.where) from None
         except Exception as e:   # e.g. ctk's CliError from the spec's generation

@@ -1,0 +1,132 @@
+"""nvidia-device-plugin against a real kubelet and containerd (tests/support/kube), on a simulated host
+(2 GPUs, GPU 1 in MIG mode with two 1g.5gb MIG devices): the kubelet offers what the plugin registers, a
+static pod asking for a GPU or a MIG device gets exactly the one the kubelet allocated (the container's
+nvidia-smi and /dev say so, and the kubelet's pod-resources API agrees), through containerd 1.7's own CDI
+(cdi-cri, the spec the plugin wrote under --cdi-root) and through our runtime shim on containerd 1.6
+(cdi-annotations, envvar); a restarted kubelet gets the plugin back."""
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.shim_host import SHIM
+from tests.support.kube import images
+from tests.support.kube.containerd import ContainerdSettings
+from tests.support.kube.node import pod_manifest
+from tests.support.simulated_host import create_in_process, inventory_from_marker
+
+pytestmark = pytest.mark.e2e
+
+PLUGIN = Path(sys.executable).parent / "nvidia-device-plugin"
+PROBE = ("nvidia-smi -L | sed 's/^/smi /'; ls /dev/nvidia0 /dev/nvidia1 /dev/nvidia-caps/ 2>/dev/null | sed 's/^/dev /'; "
+         "echo \"env NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES\"; echo probe-done; exec sleep 3600")
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dp-e2e") / "host"
+    create_in_process(root, gpus=2, mig_options=("1=1g.5gb,1g.5gb",))
+    return root, inventory_from_marker(root)
+
+
+class Plugin:
+    """nvidia-device-plugin started inside the node's namespace, stopped with SIGTERM (its log kept)."""
+
+    def __init__(self, node, args: list[str], log: Path):
+        self.log = log
+        self.out = open(log, "w")
+        self.process = node.popen([str(PLUGIN), *args], stdout=self.out, stderr=self.out)
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+        self.out.close()
+        return self.log.read_text()
+
+
+def _gpu_pod(name: str, resource: str, image: str = images.BUSYBOX_GLIBC_IMAGE) -> dict:
+    return pod_manifest(name, ["sh", "-c", PROBE], image=image, limits={resource: 1})
+
+
+def _probe(node, name: str) -> list[str]:
+    from tests.support.kube.control_plane import wait_until
+
+    return wait_until(lambda: "probe-done" in node.container_log(name, "main") and
+                      node.container_log(name, "main").splitlines(), f"{name}'s probe output", 60, node.daemons())
+
+
+def _given(node, name: str, resource: str) -> list[str]:
+    with node.pod_resources() as api:
+        return api.devices_of("default", f"{name}-{node.name}")["main"][resource]
+
+
+def test_pods_get_exactly_their_gpu_and_mig_device_through_containerd_cdi(kube_node, host, tmp_path):
+    root, inventory = host
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--mig-strategy", "mixed", "--device-list-strategy",
+                           "cdi-cri", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+    try:
+        gpus = node.wait_allocatable("nvidia.com/gpu", 1)
+        migs = node.wait_allocatable("nvidia.com/mig-1g.5gb", 2)
+        assert gpus == [inventory.gpus[0].uuid]
+        assert sorted(migs) == sorted(m.uuid for m in inventory.gpus[1].mig_devices)
+        assert node.path("/var/run/cdi/nvidia.yaml").exists()
+
+        node.add_static_pod(_gpu_pod("gpu", "nvidia.com/gpu"))
+        node.add_static_pod(_gpu_pod("mig", "nvidia.com/mig-1g.5gb"))
+        node.wait_static_pod_running("gpu")
+        node.wait_static_pod_running("mig")
+        gpu_lines, mig_lines = _probe(node, "gpu"), _probe(node, "mig")
+
+        assert _given(node, "gpu", "nvidia.com/gpu") == [inventory.gpus[0].uuid]
+        assert [l for l in gpu_lines if l.startswith("smi GPU")] == [
+            f"smi GPU 0: {inventory.gpus[0].name} (UUID: {inventory.gpus[0].uuid})"]
+        assert "dev /dev/nvidia0" in gpu_lines and "dev /dev/nvidia1" not in gpu_lines
+
+        [mig_uuid] = _given(node, "mig", "nvidia.com/mig-1g.5gb")
+        assert mig_uuid in migs
+        smi = [l for l in mig_lines if l.startswith("smi ")]
+        assert any(mig_uuid in l for l in smi), mig_lines
+        assert not any(inventory.gpus[0].uuid in l for l in smi), mig_lines
+        other = next(m.uuid for m in inventory.gpus[1].mig_devices if m.uuid != mig_uuid)
+        assert not any(other in l for l in smi), mig_lines
+        assert "dev /dev/nvidia1" in mig_lines and "dev /dev/nvidia0" not in mig_lines
+
+        # a restarted kubelet forgets its plugins: the plugin registers again and the devices come back
+        node.restart_kubelet()
+        assert node.wait_allocatable("nvidia.com/mig-1g.5gb", 2, timeout=60)
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log and "kubelet.sock re-created" in log, log
+
+
+@pytest.mark.parametrize("strategy", ["cdi-annotations", "envvar"])
+def test_a_pod_gets_its_gpu_through_our_shim_on_containerd_1_6(kube_node, host, tmp_path, strategy):
+    root, inventory = host
+    config = tmp_path / "config.toml"
+    config.write_text(f'[nvidia-container-cli]\nroot = "{root}"\n'
+                      '[nvidia-container-runtime]\nmode = "cdi"\n'
+                      '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
+    node = kube_node(containerd=ContainerdSettings(version="1.6", runtime_binary=str(SHIM),
+                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}),
+                     glibc_image=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--device-list-strategy", strategy,
+                           "--device-id-strategy", "index", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+    try:
+        assert sorted(node.wait_allocatable("nvidia.com/gpu", 2)) == sorted(g.uuid for g in inventory.gpus)
+        node.add_static_pod(_gpu_pod("gpu", "nvidia.com/gpu"))
+        node.wait_static_pod_running("gpu")
+        lines = _probe(node, "gpu")
+        [given] = _given(node, "gpu", "nvidia.com/gpu")
+        index = next(g.index for g in inventory.gpus if g.uuid == given)
+        gpu = inventory.gpus[index]
+        smi = [l for l in lines if l.startswith("smi ")]
+        assert smi and all(gpu.uuid in l or "MIG" in l for l in smi), lines
+        assert f"dev /dev/nvidia{index}" in lines and f"dev /dev/nvidia{1 - index}" not in lines, lines
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log
