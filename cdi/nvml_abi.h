@@ -11,6 +11,7 @@ typedef int nvmlReturn_t;                      /* an enum in nvml.h: int-sized *
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
 typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
 
 typedef struct {
     char busIdLegacy[16];                      /* NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE */
@@ -109,6 +110,14 @@ typedef struct {
     nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
 
+typedef struct {
+    nvmlDevice_t device;                       /* the GPU the event is about */
+    unsigned long long eventType;              /* one nvmlEventType* bit, e.g. 0x8 XidCriticalError */
+    unsigned long long eventData;              /* XidCriticalError: the XID */
+    unsigned int gpuInstanceId;                /* MIG: the GPU instance; 0xFFFFFFFF: the whole GPU */
+    unsigned int computeInstanceId;            /* MIG: the compute instance; 0xFFFFFFFF: the whole GPU */
+} nvmlEventData_t;
+
 nvmlReturn_t nvmlInit_v2(void);
 const char *nvmlErrorString(nvmlReturn_t result);
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length);
@@ -116,6 +125,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion);
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber);
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor);
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int *arch);
@@ -152,3 +162,13 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevic
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                       unsigned int *isActive);              /* nvmlEnableState_t */
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                    unsigned int p2pIndex,                  /* nvmlGPUP2PCapsIndex_t */
+                                    unsigned int *p2pStatus);               /* nvmlGpuP2PStatus_t */
+
+/* Events (nvidia-device-plugin's health checks, device_plugin/health_nvml.py) */
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);

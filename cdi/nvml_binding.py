@@ -39,6 +39,7 @@ from cdi._nvml_ffi import ffi
 SUCCESS = 0
 ERROR_NOT_SUPPORTED = 3
 ERROR_NOT_FOUND = 6
+ERROR_TIMEOUT = 10
 ERROR_LIBRARY_NOT_FOUND = 12
 ERROR_FUNCTION_NOT_FOUND = 13
 
@@ -182,6 +183,10 @@ class NvmlLibrary:
     def device_handle_by_index(self, index: int):
         return self._out("nvmlDeviceGetHandleByIndex_v2", "nvmlDevice_t", index)
 
+    def device_handle_by_uuid(self, uuid: str):
+        """A GPU's or MIG device's handle; NVML_ERROR_GPU_IS_LOST while its GPU is lost."""
+        return self._out("nvmlDeviceGetHandleByUUID", "nvmlDevice_t", uuid.encode())
+
     def device_minor_number(self, device) -> int:
         return self._out("nvmlDeviceGetMinorNumber", "unsigned int", device)
 
@@ -285,3 +290,31 @@ class NvmlLibrary:
     def device_nvlink_remote_pci_info(self, device, link: int) -> Fields:
         """PCI info of what NVLink `link` of the GPU connects to."""
         return self._struct("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlPciInfo_t", device, link)
+
+    def device_p2p_status(self, device1, device2, caps_index: int) -> int:
+        """nvmlGpuP2PStatus_t (0 OK) of peer-to-peer `caps_index` (0 read, 1 write, 2 NVLink, 3 atomics,
+        4 PCI) between two GPUs."""
+        return self._out("nvmlDeviceGetP2PStatus", "unsigned int", device1, device2, caps_index)
+
+    # -- events
+
+    def event_set_create(self):
+        return self._out("nvmlEventSetCreate", "nvmlEventSet_t")
+
+    def device_supported_event_types(self, device) -> int:
+        """The nvmlEventType* bits the GPU can report."""
+        return self._out("nvmlDeviceGetSupportedEventTypes", "unsigned long long", device)
+
+    def device_register_events(self, device, event_types: int, event_set) -> None:
+        self._call("nvmlDeviceRegisterEvents", device, event_types, event_set)
+
+    def event_set_wait(self, event_set, timeout_ms: int) -> Fields:
+        """The next event of the set (device as a handle_address, eventType, eventData, gpuInstanceId,
+        computeInstanceId); NvmlCallError ERROR_TIMEOUT when none came within timeout_ms. Blocks in C
+        with the GIL released."""
+        data = ffi.new("nvmlEventData_t *")
+        self._call("nvmlEventSetWait_v2", event_set, data, timeout_ms)
+        return _fields(data[0])
+
+    def event_set_free(self, event_set) -> None:
+        self._call("nvmlEventSetFree", event_set)

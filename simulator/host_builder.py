@@ -10,6 +10,7 @@ leaves nothing behind. Layout (relative to the root):
     lib/firmware/nvidia/<v>/           GSP firmware
     etc/ld.so.cache                    made by the real `ldconfig -r <root>`, so its paths are root-relative
     run/nvidia-persistenced/socket     a bound unix socket (var/run -> ../run)
+    run/nvidia-simulated-host/         XID events and lost GPUs (simulator.host_state)
     dev/, proc/, sys/                  device nodes and what the kernel module would show
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from simulator import device_nodes, native_build
 from simulator.driver_files import (BIN_DIR, BINARIES, DEV_SYMLINKS, GSP_FIRMWARE, LIB32_DIR, LIB64_DIR,
                                     LIBRARIES)
 from simulator.host_spec import SimHost, SimulatorError, build_host_spec
+from simulator.host_state import make_state_dir
 from simulator.kernel_files import kernel_files
 
 MARKER_NAME = ".nvidia-simulated-host.json"
@@ -35,12 +37,14 @@ MARKER_FORMAT = 1
 
 def create_simulated_host(directory: str | os.PathLike, *, gpus: int, model: str, driver_version: str,
                           cuda_version: str, mig_options: list[str] | tuple[str, ...] = (),
-                          imex_channels: int = 0, force: bool = False) -> SimHost:
+                          imex_channels: int = 0, force: bool = False, pcie_options: list[str] | tuple[str, ...] = (),
+                          nvlink_options: list[str] | tuple[str, ...] = ()) -> SimHost:
     target = Path(os.path.abspath(directory))
     if target == Path("/"):
         raise SimulatorError("refusing to build a simulated host over /", str(target))
     replace = _check_target(target, force)
-    host = build_host_spec(str(target), gpus, model, driver_version, cuda_version, mig_options, imex_channels)
+    host = build_host_spec(str(target), gpus, model, driver_version, cuda_version, mig_options, imex_channels,
+                           pcie_options, nvlink_options)
     majors = device_nodes.choose_majors(device_nodes.used_char_majors())
     native_build.compiler()  # fail before creating anything when there is no compiler
 
@@ -123,6 +127,7 @@ def _populate(root: Path, host: SimHost, majors: device_nodes.Majors) -> None:
         path.write_text(content)
     device_nodes.make_device_nodes(root, host, majors)
     _bind_socket(root / "run/nvidia-persistenced", "socket")
+    make_state_dir(root)
     _make_ld_cache(root)
     marker = {"simulated_host": True, "format": MARKER_FORMAT, "created_by": "nvidia-ctk simulate create",
               "majors": {"nvidia": majors.nvidia, "nvidia-uvm": majors.uvm, "nvidia-caps": majors.caps,

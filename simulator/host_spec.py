@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from simulator.models import DEFAULT_MODEL, MODELS, GpuModel, MigProfile, find_model
+from simulator.topology_spec import HostTopology, TopologyError, build_topology
 
 MAX_GPUS = 16
 MAX_MIG_DEVICES = 7
@@ -71,6 +72,7 @@ class SimHost:
     cuda_version: str
     gpus: tuple[SimGpu, ...] = field(default_factory=tuple)
     imex_channels: int = 0     # /dev/nvidia-caps-imex-channels/channel0..N-1
+    topology: HostTopology | None = None   # PCIe levels and NVLinks (simulator.topology_spec)
 
     @property
     def cuda_version_int(self) -> int:
@@ -90,8 +92,11 @@ class SimHost:
                     "placement": {"start": m.placement_start, "size": m.placement_size},
                 } for m in g.migs],
             })
-        return {"driver_version": self.driver_version, "cuda_version": self.cuda_version,
+        data = {"driver_version": self.driver_version, "cuda_version": self.cuda_version,
                 "imex_channels": self.imex_channels, "gpus": gpus}
+        if self.topology is not None:
+            data["topology"] = self.topology.to_json()
+        return data
 
 
 def gi_cap_minor(gpu_minor: int, gi: int) -> int:
@@ -170,7 +175,9 @@ def _parse_cuda_version(text: str) -> str:
 
 def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = DEFAULT_MODEL,
                     driver_version: str = DEFAULT_DRIVER_VERSION, cuda_version: str = DEFAULT_CUDA_VERSION,
-                    mig_options: list[str] | tuple[str, ...] = (), imex_channels: int = 0) -> SimHost:
+                    mig_options: list[str] | tuple[str, ...] = (), imex_channels: int = 0,
+                    pcie_options: list[str] | tuple[str, ...] = (),
+                    nvlink_options: list[str] | tuple[str, ...] = ()) -> SimHost:
     """Validate the options and decide every id. `root_key` (the host's absolute path) seeds the
     UUIDs, so a host rebuilt at the same place gets the same UUIDs and two hosts never share them."""
     if not 1 <= gpus <= MAX_GPUS:
@@ -186,6 +193,10 @@ def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = D
     if not 0 <= imex_channels <= MAX_IMEX_CHANNELS:
         raise SimulatorError(f"{imex_channels} IMEX channels asked, at most {MAX_IMEX_CHANNELS}", "--imex-channels")
     mig = parse_mig_options(list(mig_options), gpus, model)
+    try:
+        topology = build_topology(gpus, model.nvlinks, pcie_options, nvlink_options)
+    except TopologyError as e:
+        raise SimulatorError(e.what, e.where) from None
 
     namespace = uuid.uuid5(uuid.NAMESPACE_URL, f"nvidia-simulated-host:{root_key}")
     result = []
@@ -204,5 +215,5 @@ def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = D
                              model=model, pci_bus=_PCI_BUSES[index], mig_enabled=index in mig,
                              migs=tuple(migs)))
     return SimHost(driver_version=driver_version, cuda_version=cuda_version, gpus=tuple(result),
-                   imex_channels=imex_channels)
+                   imex_channels=imex_channels, topology=topology)
 

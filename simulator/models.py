@@ -45,6 +45,7 @@ class GpuModel:
     mig_slices: int = 0      # compute slices of a MIG-capable GPU; 0 = no MIG
     mig_slots: int = 0       # memory slots (placement units)
     mig_profiles: tuple[MigProfile, ...] = ()
+    nvlinks: int = 0         # NVLinks the GPU has (NVML links 0..nvlinks-1); 0 = no NVLink
 
     @property
     def mig_capable(self) -> bool:
@@ -83,16 +84,17 @@ _A30_PROFILES = (
 
 MODELS: tuple[GpuModel, ...] = (
     GpuModel("NVIDIA A100-SXM4-40GB", BRAND_NVIDIA, ARCH_AMPERE, (8, 0), 40960, 108, 0x20B0, 0x134F10DE, 400,
-             7, 8, _seven_slice_profiles(5, 4864, (14, 28, 42, 56, 98))),
+             7, 8, _seven_slice_profiles(5, 4864, (14, 28, 42, 56, 98)), nvlinks=12),
     GpuModel("NVIDIA A100-SXM4-80GB", BRAND_NVIDIA, ARCH_AMPERE, (8, 0), 81920, 108, 0x20B2, 0x147F10DE, 400,
-             7, 8, _seven_slice_profiles(10, 9856, (14, 28, 42, 56, 98))),
+             7, 8, _seven_slice_profiles(10, 9856, (14, 28, 42, 56, 98)), nvlinks=12),
     GpuModel("NVIDIA H100 80GB HBM3", BRAND_NVIDIA, ARCH_HOPPER, (9, 0), 81559, 132, 0x2330, 0x16C110DE, 700,
-             7, 8, _seven_slice_profiles(10, 9856, (16, 32, 60, 64, 132))),
+             7, 8, _seven_slice_profiles(10, 9856, (16, 32, 60, 64, 132)), nvlinks=18),
     GpuModel("NVIDIA A30", BRAND_NVIDIA, ARCH_AMPERE, (8, 0), 24576, 56, 0x20B7, 0x153210DE, 165,
-             4, 4, _A30_PROFILES),
+             4, 4, _A30_PROFILES, nvlinks=4),
     GpuModel("NVIDIA L4", BRAND_NVIDIA, ARCH_ADA, (8, 9), 23034, 58, 0x27B8, 0x16CA10DE, 72),
     GpuModel("Tesla T4", BRAND_TESLA, ARCH_TURING, (7, 5), 15360, 40, 0x1EB8, 0x12A210DE, 70),
-    GpuModel("Tesla V100-SXM2-16GB", BRAND_TESLA, ARCH_VOLTA, (7, 0), 16384, 80, 0x1DB1, 0x121210DE, 300),
+    GpuModel("Tesla V100-SXM2-16GB", BRAND_TESLA, ARCH_VOLTA, (7, 0), 16384, 80, 0x1DB1, 0x121210DE, 300,
+             nvlinks=6),
 )
 
 DEFAULT_MODEL = MODELS[0].name

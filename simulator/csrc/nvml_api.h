@@ -18,6 +18,7 @@ typedef enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_LIBRARY_NOT_FOUND = 12,
     NVML_ERROR_FUNCTION_NOT_FOUND = 13,
     NVML_ERROR_GPU_IS_LOST = 15,
@@ -32,9 +33,44 @@ typedef enum {
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
 typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
 
 typedef unsigned int nvmlBrandType_t;
 typedef unsigned int nvmlDeviceArchitecture_t;
+
+typedef enum {
+    NVML_FEATURE_DISABLED = 0,
+    NVML_FEATURE_ENABLED = 1,
+} nvmlEnableState_t;
+
+/* The closest common PCIe ancestor of two GPUs. */
+typedef enum {
+    NVML_TOPOLOGY_INTERNAL = 0,     /* the same board */
+    NVML_TOPOLOGY_SINGLE = 10,      /* one PCIe switch */
+    NVML_TOPOLOGY_MULTIPLE = 20,    /* several switches, no host bridge */
+    NVML_TOPOLOGY_HOSTBRIDGE = 30,
+    NVML_TOPOLOGY_NODE = 40,        /* the same NUMA node (CPU) */
+    NVML_TOPOLOGY_SYSTEM = 50,      /* across CPUs */
+} nvmlGpuTopologyLevel_t;
+
+typedef enum {
+    NVML_P2P_CAPS_INDEX_READ = 0,
+    NVML_P2P_CAPS_INDEX_WRITE = 1,
+    NVML_P2P_CAPS_INDEX_NVLINK = 2,
+    NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+    NVML_P2P_CAPS_INDEX_PCI = 4,
+    NVML_P2P_CAPS_INDEX_UNKNOWN = 5,
+} nvmlGPUP2PCapsIndex_t;
+
+typedef enum {
+    NVML_P2P_STATUS_OK = 0,
+    NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED = 1,
+    NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+    NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+    NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+    NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+    NVML_P2P_STATUS_UNKNOWN = 6,
+} nvmlGpuP2PStatus_t;
 
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
@@ -199,5 +235,20 @@ typedef struct {
     unsigned int profileId;
     nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
+
+/* Events: the types a GPU can report (a bit mask) and what nvmlEventSetWait_v2 fills. */
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001LL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
+#define nvmlEventTypePState 0x0000000000000004LL
+#define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+#define nvmlEventTypeClock 0x0000000000000010LL
+
+typedef struct {
+    nvmlDevice_t device;            /* the GPU the event is about */
+    unsigned long long eventType;   /* one nvmlEventType* bit */
+    unsigned long long eventData;   /* XidCriticalError: the XID */
+    unsigned int gpuInstanceId;     /* MIG: the GPU instance concerned; 0xFFFFFFFF for the whole GPU */
+    unsigned int computeInstanceId; /* MIG: the compute instance concerned; 0xFFFFFFFF for the whole GPU */
+} nvmlEventData_t;
 
 #endif

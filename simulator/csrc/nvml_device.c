@@ -18,7 +18,10 @@ static void format_bus_id(const struct sim_gpu *gpu, char *out, size_t size)
         return init_ret_;                                            \
     struct nvmlDevice_st *var = sim_device(handle);                  \
     if (!var)                                                        \
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return NVML_ERROR_INVALID_ARGUMENT;                          \
+    nvmlReturn_t lost_ret_ = sim_device_answers(var);                \
+    if (lost_ret_ != NVML_SUCCESS)                                   \
+        return lost_ret_;
 
 NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t handle, unsigned int *index)
 {
@@ -63,7 +66,12 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t handle, nvmlPci
     DEVICE_OR_FAIL(dev, handle);
     if (!pci)
         return NVML_ERROR_INVALID_ARGUMENT;
-    const struct sim_gpu *gpu = dev->gpu; /* a MIG device reports its parent's PCI location */
+    sim_fill_pci_info(dev->gpu, pci); /* a MIG device reports its parent's PCI location */
+    return NVML_SUCCESS;
+}
+
+void sim_fill_pci_info(const struct sim_gpu *gpu, nvmlPciInfo_t *pci)
+{
     memset(pci, 0, sizeof(*pci));
     pci->domain = gpu->pci_domain;
     pci->bus = gpu->pci_bus;
@@ -73,7 +81,6 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t handle, nvmlPci
     format_bus_id(gpu, pci->busId, sizeof(pci->busId));
     snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0",
              gpu->pci_domain, gpu->pci_bus, gpu->pci_device);
-    return NVML_SUCCESS;
 }
 
 NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t h, nvmlPciInfo_t *p) { return nvmlDeviceGetPciInfo_v3(h, p); }

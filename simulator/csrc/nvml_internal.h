@@ -9,6 +9,12 @@
 #define SIM_MAX_MIGS 7
 #define SIM_HANDLE_MAGIC 0x4e564d4cU /* "NVML" */
 
+/* The host's state, relative to its root (simulator/host_state.py writes it): the XID event log, one
+ * line per event, and one file per lost GPU, named by its UUID. */
+#define SIM_STATE_DIR "run/nvidia-simulated-host"
+#define SIM_EVENTS_FILE "events"
+#define SIM_LOST_DIR "lost"
+
 /* A device handle is either a visible GPU or a visible MIG device of one. */
 struct nvmlDevice_st {
     unsigned int magic;
@@ -41,6 +47,17 @@ struct nvmlComputeInstance_st *sim_compute_instance(nvmlComputeInstance_t handle
 /* The visible MIG devices of a visible GPU, in index order. */
 unsigned int sim_mig_count(const struct nvmlDevice_st *gpu);
 struct nvmlDevice_st *sim_mig_device(const struct nvmlDevice_st *gpu, unsigned int index);
+
+/* NVML_ERROR_GPU_IS_LOST while the device's GPU is lost (`nvidia-ctk simulate xid` with XID 79, until
+ * `simulate reset`), else NVML_SUCCESS. */
+nvmlReturn_t sim_device_answers(const struct nvmlDevice_st *dev);
+
+/* The simulated host's state directory (<root>/run/nvidia-simulated-host: the event log and the lost
+ * GPUs); "" when the library is not loaded from a simulated host's driver root (in a container). */
+const char *sim_state_dir(void);
+
+/* A GPU's PCI info as nvmlDeviceGetPciInfo_v3 fills it. */
+void sim_fill_pci_info(const struct sim_gpu *gpu, nvmlPciInfo_t *pci);
 
 /* Copy a string into a caller's buffer of `length` bytes, NVML style. */
 nvmlReturn_t sim_copy_string(char *out, unsigned int length, const char *value);

@@ -78,11 +78,11 @@ static int self_directory(char *out, size_t size)
     return 0;
 }
 
-/* "<root>/dev" for a library inside a simulated host's driver root, else "/dev". */
-static void device_directory(char *out, size_t size)
+/* "<root>" for a library inside a simulated host's driver root, else "" (e.g. in a container). */
+static void host_root(char *out, size_t size)
 {
     char dir[PATH_MAX], marker[PATH_MAX + 64];
-    snprintf(out, size, "/dev");
+    out[0] = '\0';
     if (self_directory(dir, sizeof(dir)) < 0)
         return;
     size_t len = strlen(dir), suffix = strlen(SELF_DIR_SUFFIX);
@@ -91,7 +91,31 @@ static void device_directory(char *out, size_t size)
     dir[len - suffix] = '\0';
     snprintf(marker, sizeof(marker), "%s/%s", dir, MARKER_NAME);
     if (access(marker, F_OK) == 0)
-        snprintf(out, size, "%s/dev", dir);
+        snprintf(out, size, "%s", dir);
+}
+
+/* "<root>/dev" for a library inside a simulated host's driver root, else "/dev". */
+static void device_directory(char *out, size_t size)
+{
+    char root[PATH_MAX];
+    host_root(root, sizeof(root));
+    snprintf(out, size, "%s/dev", root);
+}
+
+static char state_dir[PATH_MAX];
+
+const char *sim_state_dir(void)
+{
+    return state_dir;
+}
+
+nvmlReturn_t sim_device_answers(const struct nvmlDevice_st *dev)
+{
+    char path[PATH_MAX + 128];
+    if (!state_dir[0])
+        return NVML_SUCCESS;
+    snprintf(path, sizeof(path), "%s/" SIM_LOST_DIR "/%s", state_dir, dev->gpu->uuid);
+    return access(path, F_OK) == 0 ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
 }
 
 static void forget_handles(void)
@@ -150,6 +174,12 @@ static nvmlReturn_t initialize(void)
             ret = NVML_ERROR_DRIVER_NOT_LOADED;
         else
             enumerate();
+        char root[PATH_MAX];
+        host_root(root, sizeof(root));
+        if (root[0])
+            snprintf(state_dir, sizeof(state_dir), "%s/" SIM_STATE_DIR, root);
+        else
+            state_dir[0] = '\0';
     }
     if (ret == NVML_SUCCESS)
         init_count++;
@@ -315,6 +345,8 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nv
         return ret;
     if (!device || index >= visible_gpus)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if ((ret = sim_device_answers(&gpu_handles[index])) != NVML_SUCCESS)
+        return ret;
     *device = &gpu_handles[index];
     return NVML_SUCCESS;
 }
@@ -334,11 +366,15 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevi
         return NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned int g = 0; g < visible_gpus; g++) {
         if (strcasecmp(gpu_handles[g].gpu->uuid, uuid) == 0) {
+            if ((ret = sim_device_answers(&gpu_handles[g])) != NVML_SUCCESS)
+                return ret;
             *device = &gpu_handles[g];
             return NVML_SUCCESS;
         }
         for (unsigned int m = 0; m < visible_migs[g]; m++) {
             if (strcasecmp(mig_handles[g][m].mig->uuid, uuid) == 0) {
+                if ((ret = sim_device_answers(&mig_handles[g][m])) != NVML_SUCCESS)
+                    return ret;
                 *device = &mig_handles[g][m];
                 return NVML_SUCCESS;
             }
@@ -364,6 +400,8 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id,
     for (unsigned int g = 0; g < visible_gpus; g++) {
         const struct sim_gpu *gpu = gpu_handles[g].gpu;
         if (gpu->pci_domain == domain && gpu->pci_bus == bus && gpu->pci_device == dev) {
+            if ((ret = sim_device_answers(&gpu_handles[g])) != NVML_SUCCESS)
+                return ret;
             *device = &gpu_handles[g];
             return NVML_SUCCESS;
         }

@@ -45,6 +45,8 @@ struct sim_gpu {
     unsigned int profile_count;
     const struct sim_mig *migs;
     unsigned int mig_count;
+    unsigned int nvlink_count;   /* NVLinks the GPU has: links 0..nvlink_count-1 */
+    const int *nvlink_remote;    /* [link]: index into sim_host.gpus of the GPU at the other end, -1 inactive */
 };
 
 struct sim_host {
@@ -52,6 +54,7 @@ struct sim_host {
     int cuda_version;            /* 12040 */
     const struct sim_gpu *gpus;
     unsigned int gpu_count;
+    const unsigned char *pcie_levels; /* [a * gpu_count + b]: nvmlGpuTopologyLevel_t of GPUs a and b */
 };
 
 extern const struct sim_host sim_host;

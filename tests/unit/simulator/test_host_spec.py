@@ -105,3 +105,31 @@ def test_marker_json_holds_the_inventory():
     assert [g["uuid"] for g in data["gpus"]] == [g.uuid for g in host.gpus]
     mig = data["gpus"][1]["mig_devices"][0]
     assert mig["profile"] == "1g.5gb" and mig["gi_cap_minor"] == host.gpus[1].migs[0].gi_cap_minor
+
+
+def test_topology_options_decide_levels_and_links():
+    host = build_host_spec("/x", gpus=4, pcie_options=["switch=0,1", "host-bridge=0-3"], nvlink_options=["0-1:2"])
+    levels = host.topology.pcie_levels
+    assert levels[0][1] == 10 and levels[0][2] == 30 and levels[2][3] == 30 and levels[1][1] == 0
+    assert host.topology.nvlink_remotes[0] == (1, 1) + (-1,) * 10    # links 0-1 to GPU 1, the rest inactive
+    assert host.topology.nvlink_remotes[2] == (-1,) * 12
+    assert host.to_json()["topology"]["nvlinks"] == {"0-1": 2}
+    # without --pcie every pair hangs off one CPU; a pair in no --pcie group is across CPUs
+    assert build_host_spec("/x", gpus=2).topology.pcie_levels[0][1] == 40
+    assert build_host_spec("/x", gpus=3, pcie_options=["cpu=0,1"]).topology.pcie_levels[0][2] == 50
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(nvlink_options=["0-2:7"]), "GPU 0 would have 14 NVLinks, its model has 12 (--nvlink 0-2:7)"),
+    (dict(nvlink_options=["0-1", "1,0"]), "GPUs 0 and 1 are linked twice (--nvlink 1,0)"),
+    (dict(nvlink_options=["0-5"]), "GPU 4 does not exist on a host with 4 GPUs (--nvlink 0-5)"),
+    (dict(nvlink_options=["0:x"]), "expected GPUS[:LINKS] with LINKS a number, got 'x' (--nvlink 0:x)"),
+    (dict(nvlink_options=["2"]), "a group needs at least two distinct GPUs (--nvlink 2)"),
+    (dict(pcie_options=["rack=0-1"]), "expected LEVEL=GPUS with LEVEL one of board, switch, multi-switch, "
+                                      "host-bridge, cpu (--pcie rack=0-1)"),
+    (dict(nvlink_options=["0-1"], model_name="Tesla T4"), "the GPU model has no NVLink (--nvlink 0-1)"),
+])
+def test_bad_topology_options_name_the_option(options, message):
+    with pytest.raises(SimulatorError) as e:
+        build_host_spec("/x", gpus=4, **options)
+    assert str(e.value) == message
