@@ -59,9 +59,11 @@ def _probe(node, name: str) -> list[str]:
                       node.container_log(name, "main").splitlines(), f"{name}'s probe output", 60, node.daemons())
 
 
-def _given(node, name: str, resource: str) -> list[str]:
+def _given(node, name: str, resource: str, static: bool = True) -> list[str]:
+    """The device ids the kubelet's pod-resources API says the pod's container got (a static pod's name
+    is <name>-<node>)."""
     with node.pod_resources() as api:
-        return api.devices_of("default", f"{name}-{node.name}")["main"][resource]
+        return api.devices_of("default", f"{name}-{node.name}" if static else name)["main"][resource]
 
 
 def test_pods_get_exactly_their_gpu_and_mig_device_through_containerd_cdi(kube_node, host, tmp_path):
@@ -104,11 +106,12 @@ def test_pods_get_exactly_their_gpu_and_mig_device_through_containerd_cdi(kube_n
     assert "Traceback" not in log and "kubelet.sock re-created" in log, log
 
 
-@pytest.mark.parametrize("strategy", ["cdi-annotations", "envvar"])
+@pytest.mark.parametrize("strategy", ["cdi-annotations", "envvar", "volume-mounts"])
 def test_a_pod_gets_its_gpu_through_our_shim_on_containerd_1_6(kube_node, host, tmp_path, strategy):
     root, inventory = host
     config = tmp_path / "config.toml"
-    config.write_text(f'[nvidia-container-cli]\nroot = "{root}"\n'
+    config.write_text('accept-nvidia-visible-devices-as-volume-mounts = true\n'
+                      f'[nvidia-container-cli]\nroot = "{root}"\n'
                       '[nvidia-container-runtime]\nmode = "cdi"\n'
                       '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
     node = kube_node(containerd=ContainerdSettings(version="1.6", runtime_binary=str(SHIM),
@@ -127,6 +130,44 @@ def test_a_pod_gets_its_gpu_through_our_shim_on_containerd_1_6(kube_node, host, 
         smi = [l for l in lines if l.startswith("smi ")]
         assert smi and all(gpu.uuid in l or "MIG" in l for l in smi), lines
         assert f"dev /dev/nvidia{index}" in lines and f"dev /dev/nvidia{1 - index}" not in lines, lines
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log
+
+
+def test_the_scheduler_sees_the_plugins_devices(kube_node, host, tmp_path):
+    """With a control plane: the node's allocatable counts are the plugin's, a pod asking for more GPUs than
+    the node has stays Pending (Insufficient), one asking for a MIG device is scheduled and gets it."""
+    from tests.support.kube.control_plane import wait_until
+
+    root, inventory = host
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True,
+                     control_plane=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--mig-strategy", "mixed", "--device-list-strategy",
+                           "cdi-cri", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+    try:
+        def allocatable():
+            found = node.api.node(node.name)["status"].get("allocatable", {})
+            return found if found.get("nvidia.com/mig-1g.5gb") == "2" else None
+        counts = wait_until(allocatable, "the plugin's devices in the node's allocatable", 60, node.daemons())
+        assert (counts.get("nvidia.com/gpu"), counts.get("nvidia.com/mig-1g.5gb")) == ("1", "2")
+
+        too_many = pod_manifest("too-many", ["sh", "-c", PROBE], image=images.BUSYBOX_GLIBC_IMAGE,
+                                limits={"nvidia.com/gpu": 2})
+        node.api.create_pod(too_many)
+        node.api.create_pod(_gpu_pod("mig", "nvidia.com/mig-1g.5gb"))
+        pod = node.wait_pod_phase("mig")
+        assert pod["spec"]["nodeName"] == node.name
+        lines = wait_until(lambda: "probe-done" in node.api.pod_log("mig") and node.api.pod_log("mig").splitlines(),
+                           "the MIG pod's probe output", 60, node.daemons())
+        [given] = _given(node, "mig", "nvidia.com/mig-1g.5gb", static=False)
+        assert sum(given in l for l in lines if l.startswith("smi ")) == 1, lines
+
+        pending = node.api.pod("too-many")
+        assert pending["status"]["phase"] == "Pending" and not pending["spec"].get("nodeName")
+        reasons = [c.get("message", "") for c in pending["status"].get("conditions", [])
+                   if c["type"] == "PodScheduled" and c["status"] == "False"]
+        assert reasons and "Insufficient nvidia.com/gpu" in reasons[0], pending["status"]
     finally:
         log = plugin.stop()
     assert "Traceback" not in log, log
