@@ -31,7 +31,8 @@ import pytest
 
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
 from tests.support.cgroups import remove_cgroup_everywhere
-from tests.support.mountns import private_run
+from tests.support.mountns import (cover_with_tmpfs, in_namespace, namespace_holder, own_dir_at, private_run,
+                                   stop_holder)
 
 DOCKER_CLIENT = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else (shutil.which("docker") or "docker")
 START_TIMEOUT = 60.0
@@ -222,27 +223,64 @@ def busybox_image_tar(workdir: Path) -> Path:
     return rootfs_tar(make_rootfs(workdir / "busybox-root"), workdir / "busybox.tar")
 
 
+# What podman writes outside its --root/--runroot/--tmpdir whatever its flags (seen with strace, podman
+# 4.3): runc's state in /run/runc (crun's in /run/crun), its SHM locks in /dev/shm/libpod_lock, the
+# blob info cache in /var/lib/containers/cache, the CNI lock in /etc/cni/net.d/cni.lock, temp files in
+# /var/tmp; and it reads CDI specs from /etc/cdi and /var/run/cdi (4.3 has no setting for those dirs).
+PODMAN_OWN_DIRS = {"/run/cdi": "cdi", "/etc/cdi": "etc-cdi", "/var/lib/containers": "var-lib-containers"}
+
+
+def podman_places(workdir: str) -> None:
+    """Prepares (tests.support.mountns.namespace_holder) the mount namespace a PrivatePodman runs in:
+    an empty /run (so /var/run) and /dev/shm of its own, and its own dirs of workdir at /run/cdi (its
+    CDI spec dir: `cdi_spec_dir`), /etc/cdi and /var/lib/containers. The network config dir and
+    TMPDIR are set in its containers.conf and environment."""
+    cover_with_tmpfs("/run", "gct-podman-run")
+    if os.path.realpath("/var/run") != "/run":
+        cover_with_tmpfs("/var/run", "gct-podman-run")
+    cover_with_tmpfs("/dev/shm", "gct-podman-shm", mode="1777")
+    for path, name in PODMAN_OWN_DIRS.items():
+        own_dir_at(path, "gct-podman", str(Path(workdir) / name))
+
+
 @dataclass
 class PrivatePodman:
     """podman with its own storage (vfs), run root, tmp dir and containers.conf (CONTAINERS_CONF): the
     host's /etc/containers is never read or written. Root lacks CAP_SYS_RESOURCE here, so the conf
-    sets ulimits podman can apply (REFERENCE §4); runc avoids crun's hybrid-cgroup quirk."""
+    sets ulimits podman can apply (REFERENCE §4); runc avoids crun's hybrid-cgroup quirk.
+
+    Every podman runs in one mount namespace of this podman's own (`holder`, podman_places): nothing it,
+    conmon, the runtimes or the hooks write at fixed paths reaches the machine's /run, /etc, /dev/shm or
+    /var/lib, and two test runs' podmans never share a spec dir, lock or state."""
 
     workdir: Path
     hooks_dir: Path
+    holder: subprocess.Popen
     cgroup_parent: str | None = None  # given to `run` and `create` (conmon's cgroup goes below it too)
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "CONTAINERS_CONF": str(self.workdir / "containers.conf")}
+        return {**os.environ, "CONTAINERS_CONF": str(self.workdir / "containers.conf"),
+                "TMPDIR": str(daemon_tmpdir(self.workdir))}
+
+    @property
+    def cdi_spec_dir(self) -> Path:
+        """The dir podman sees at /run/cdi (and /var/run/cdi)."""
+        return self.workdir / PODMAN_OWN_DIRS["/run/cdi"]
+
+    @property
+    def run_dir(self) -> Path:
+        """podman's /run (where runc, crun and a runtime shim keep their state), seen from here."""
+        return Path(f"/proc/{self.holder.pid}/root/run")
 
     def argv(self, *args: str) -> list[str]:
         w = self.workdir
         if args[:1] in (("run",), ("create",)) and self.cgroup_parent:
             args = (args[0], "--cgroup-parent", self.cgroup_parent, *args[1:])
-        return ["podman", "--root", str(w / "storage"), "--runroot", str(w / "run"), "--tmpdir", str(w / "tmp"),
-                "--storage-driver", "vfs", "--hooks-dir", str(self.hooks_dir), "--runtime", "runc",
-                "--cgroup-manager", "cgroupfs", "--events-backend", "file", *args]
+        return in_namespace(self.holder, [
+            "podman", "--root", str(w / "storage"), "--runroot", str(w / "run"), "--tmpdir", str(w / "tmp"),
+            "--storage-driver", "vfs", "--hooks-dir", str(self.hooks_dir), "--runtime", "runc",
+            "--cgroup-manager", "cgroupfs", "--events-backend", "file", *args])
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         result = subprocess.run(self.argv(*args), capture_output=True, text=True, env=self.env, timeout=timeout)
@@ -253,10 +291,14 @@ class PrivatePodman:
 
 def start_podman(hooks_dir: Path, workdir: Path | None = None) -> PrivatePodman:
     workdir = workdir or short_tempdir("gct-podman-")
+    for name in (*PODMAN_OWN_DIRS.values(), "net.d"):
+        (workdir / name).mkdir()
     (workdir / "containers.conf").write_text(
         '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]\n'
-        '[engine]\nevents_logger = "file"\ncgroup_manager = "cgroupfs"\n')
-    return PrivatePodman(workdir, hooks_dir, unique_cgroup_parent("podman"))
+        '[engine]\nevents_logger = "file"\ncgroup_manager = "cgroupfs"\n'
+        f'[network]\nnetwork_config_dir = "{workdir / "net.d"}"\n')
+    holder = namespace_holder("tests.e2e.engines:podman_places", str(workdir))
+    return PrivatePodman(workdir, hooks_dir, holder, unique_cgroup_parent("podman"))
 
 
 def stop_podman(podman: PrivatePodman) -> None:
@@ -266,6 +308,7 @@ def stop_podman(podman: PrivatePodman) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    stop_holder(podman.holder)
     _unmount_under([podman.workdir])
     shutil.rmtree(podman.workdir, ignore_errors=True)
     if podman.cgroup_parent:

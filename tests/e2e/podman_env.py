@@ -2,8 +2,10 @@
 containers.conf through CONTAINERS_CONF, cgroupfs, file events; nothing under /etc is touched).
 
 What CDI tests add: a busybox-static image imported without a registry, and a spec installed where
-podman 4.3 looks for CDI specs. That podman has no `--cdi-spec-dir`, so a spec goes into /var/run/cdi
-under a unique name and is removed afterwards (REFERENCE §5), as is /var/run/cdi if we created it.
+podman 4.3 looks for CDI specs. That podman has no `--cdi-spec-dir` (REFERENCE §5) and reads
+/etc/cdi and /var/run/cdi: in its own mount namespace those are dirs of its own
+(PrivatePodman.cdi_spec_dir is its /run/cdi), so a spec never goes to the machine's /run/cdi and two
+test runs never see each other's specs.
 
 Use the `cdi_podman` fixture: it yields a CdiPodman with `.podman` (call it like the podman CLI),
 `.image` and `.install_spec(spec, suffix)` (a context manager).
@@ -25,7 +27,6 @@ from cdi.spec import Spec, write_spec
 from tests.e2e.engines import PrivatePodman, busybox_image_tar, short_tempdir, start_podman, stop_podman
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 
-CDI_RUN_DIR = Path("/var/run/cdi")
 IMAGE = "localhost/gct-busybox:latest"
 
 
@@ -36,12 +37,10 @@ def import_busybox_image(podman: PrivatePodman, name: str = IMAGE) -> str:
 
 
 @contextlib.contextmanager
-def installed_spec(spec: Spec | dict, suffix: str = ".json") -> Iterator[Path]:
-    """spec written (by our writer) to /var/run/cdi/gct-test-<random><suffix>, removed on exit. A dict
-    is written as JSON as it is (another tool's spec, which our writer may refuse)."""
-    created_dir = not CDI_RUN_DIR.exists()
-    CDI_RUN_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
-    path = CDI_RUN_DIR / f"gct-test-{uuid.uuid4().hex}{suffix}"
+def installed_spec(podman: PrivatePodman, spec: Spec | dict, suffix: str = ".json") -> Iterator[Path]:
+    """spec written (by our writer) to podman's /run/cdi as gct-test-<random><suffix>, removed on exit.
+    A dict is written as JSON as it is (another tool's spec, which our writer may refuse)."""
+    path = podman.cdi_spec_dir / f"gct-test-{uuid.uuid4().hex}{suffix}"
     try:
         if isinstance(spec, dict):
             path.write_text(json.dumps(spec))
@@ -51,9 +50,6 @@ def installed_spec(spec: Spec | dict, suffix: str = ".json") -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        if created_dir:
-            with contextlib.suppress(OSError):
-                CDI_RUN_DIR.rmdir()  # only if empty: never remove what others put there
 
 
 @dataclass
@@ -61,7 +57,9 @@ class CdiPodman:
     podman: PrivatePodman
     image: str
 
-    install_spec = staticmethod(installed_spec)
+    def install_spec(self, spec: Spec | dict, suffix: str = ".json"):
+        """installed_spec into this podman's spec dir (a context manager)."""
+        return installed_spec(self.podman, spec, suffix)
 
     def run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         """`podman run --rm --network none ARGS...`."""

@@ -4,7 +4,7 @@ libraries with their links (made by nvidia-cdi-hook at createRuntime), libcuda.s
 container's ld cache, and an nvidia-smi that lists what was asked for.
 
 The image is built here without a registry: busybox + the host's glibc + a static ldconfig.
-The spec goes to /var/run/cdi under a unique name and is removed afterwards.
+The spec goes to the private podman's own /run/cdi (tests.e2e.podman_env), never the machine's.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def setup():
         tar = rootfs_tar(make_rootfs(work / "rootfs", glibc=True), work / "rootfs.tar")
         podman("import", str(tar), IMAGE)
         podman.generated_spec = spec_file   # for tests that build variants of it
-        with installed_spec(load_spec_file(spec_file), ".yaml"):
+        with installed_spec(podman, load_spec_file(spec_file), ".yaml"):
             yield podman, marker_inventory(host)
     finally:
         if podman is not None:
@@ -167,7 +167,7 @@ def test_a_spec_in_nvidias_style_runs_with_our_hook(setup, tmp_path):
     spec.container_edits.hooks = [Hook(hook_name="createContainer", path=ours.path, args=a, env=list(ours.env))
                                   for a in entries]
     spec.kind = "upstream.example/gpu"
-    with installed_spec(spec, ".json"):
+    with installed_spec(podman, spec, ".json"):
         argv = podman.argv("run", "--rm", "--network", "none", "--device", "upstream.example/gpu=0", IMAGE,
                            "sh", "-c", PROBE)
         result = subprocess.run(argv, capture_output=True, text=True, env=podman.env, timeout=120)

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from runtime_shim import runtime_cache
 from tests.e2e.engines import docker, short_tempdir
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
@@ -148,24 +149,7 @@ def test_ctr_run_with_the_shim_as_runc_binary(setup, workdir, ctr_namespace, pri
 
 # -- podman 4.3: --runtime ---------------------------------------------------------------------------
 
-@pytest.fixture
-def default_runtime_cache():
-    """podman calls the runtime's `start` with an environment of XDG_RUNTIME_DIR alone, so the shim
-    there reads the default config and leaves its runtime cache in the default dir, as it would on a
-    real host. The test removes that file again if it was not there before."""
-    from runtime_shim import runtime_cache
-
-    path = runtime_cache.cache_file({})
-    directory = os.path.dirname(path)
-    had_file, had_directory = os.path.exists(path), os.path.isdir(directory)
-    yield path
-    if not had_file:
-        subprocess.run(["rm", "-f", path])
-    if not had_directory:
-        subprocess.run(["rmdir", "--ignore-fail-on-non-empty", directory], capture_output=True)
-
-
-def test_podman_with_the_shim_as_runtime(setup, workdir, private_podman, default_runtime_cache):
+def test_podman_with_the_shim_as_runtime(setup, workdir, private_podman):
     podman = private_podman(workdir / "hooks.d")
     (workdir / "hooks.d").mkdir()
     env = {**podman.env, **setup["env"]}
@@ -193,3 +177,8 @@ def test_podman_with_the_shim_as_runtime(setup, workdir, private_podman, default
     failed = podman_cmd(*run, "-e", "NVIDIA_VISIBLE_DEVICES=7", "gct-glibc:latest", "true", check=False)
     assert failed.returncode != 0
     assert "unresolvable CDI device nvidia.com/gpu=7" in failed.stderr
+    # podman calls the runtime's `start` with an environment of XDG_RUNTIME_DIR alone, so the shim there
+    # reads the default config and keeps its runtime cache in the default dir, as on a real host: in
+    # podman's own /run (PrivatePodman), not the machine's
+    default_cache = runtime_cache.cache_file({})
+    assert (podman.run_dir / os.path.relpath(default_cache, "/run")).is_file(), default_cache

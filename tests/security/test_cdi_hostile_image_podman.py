@@ -79,7 +79,7 @@ def test_nvidias_older_spec_runs_its_hooks_through_nvidia_ctk_and_nothing_of_the
     document = spec.to_dict()   # hooks as NVIDIA wrote them: no env (our writer refuses that)
     document["containerEdits"]["hooks"] = [{"hookName": "createContainer", "path": NVIDIA_CTK, "args": a}
                                            for a in entries]
-    with installed_spec(document, ".json"):
+    with installed_spec(podman, document, ".json"):
         argv = podman.argv("run", "--rm", "--network", "none", "--device", "upstream.example/gpu=0", image,
                            "sh", "-c", PROBE)
         argv[argv.index("--runtime") + 1] = "runc"

@@ -7,6 +7,10 @@
   checkout and the interpreter's environment bound back when they lie below target, so that the
   suite runs from a checkout anywhere; `private_run()`: a preexec_fn giving a daemon its own /run.
 - `dev_with_extra_nodes(nodes)`: (in such a namespace) a /dev that also has a simulated host's nodes.
+- `own_dir_at(path)`: (in such a namespace) path is a dir of the namespace's own, also where the
+  machine has none (/etc/cdi, /var/lib/containers), without making anything on the machine.
+- `namespace_holder(setup, *args)`: a process holding a private mount namespace that setup prepared;
+  run programs in it with `in_namespace(holder, argv)` (an engine with no daemon: podman).
 - `in_user_namespace(script, uid, gid)`: `sh -c script` as root of a user namespace of its own whose
   ids are the host's uid.., gid.. (a container's init under a userns-remapped engine).
 - `process_in_mount_ns()`: a stand-in container, a `sleep` in its own mount namespace (optionally with
@@ -15,6 +19,7 @@
 """
 import contextlib
 import ctypes
+import json
 import os
 import pickle
 import subprocess
@@ -78,18 +83,17 @@ def cover_with_tmpfs(target: str, name: str, mode: str = "0755", keep=None) -> l
     return kept
 
 
-def dev_with_extra_nodes(nodes: dict[str, str]) -> None:
-    """In this process' private mount namespace: /dev becomes a tmpfs holding the machine's /dev
-    entries (bound back; links copied) and each name of nodes (a device node of a simulated host,
-    bound from its path there), as on a host whose driver made its nodes in /dev. Nothing is created
-    in the machine's /dev."""
-    held = os.open("/dev", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+def _tmpfs_holding_entries_of(directory: str, name: str) -> None:
+    """In this process' private mount namespace: a tmpfs (source `name`, the directory's mode) on
+    directory, holding the directory's present entries bound back (links copied). What is there stays
+    visible and writable; what is made at the top of it is new, of this namespace only."""
+    held = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         old = f"/proc/self/fd/{held}"
         names = os.listdir(old)
-        _mount("gct-dev", "/dev", "tmpfs", 0, "mode=0755")
-        for name in names:
-            source, target = f"{old}/{name}", f"/dev/{name}"
+        _mount(name, directory, "tmpfs", 0, f"mode={os.stat(old).st_mode & 0o7777:o}")
+        for entry in names:
+            source, target = f"{old}/{entry}", f"{directory}/{entry}"
             if os.path.islink(source):
                 os.symlink(os.readlink(source), target)
                 continue
@@ -98,12 +102,42 @@ def dev_with_extra_nodes(nodes: dict[str, str]) -> None:
             else:
                 open(target, "x").close()
             _mount(source, target, None, MS_BIND | MS_REC, None)
-        for name, source in nodes.items():
-            os.makedirs(os.path.dirname(f"/dev/{name}"), exist_ok=True)
-            open(f"/dev/{name}", "x").close()
-            _mount(source, f"/dev/{name}", None, MS_BIND, None)
     finally:
         os.close(held)
+
+
+def dev_with_extra_nodes(nodes: dict[str, str]) -> None:
+    """In this process' private mount namespace: /dev becomes a tmpfs holding the machine's /dev
+    entries (bound back; links copied) and each name of nodes (a device node of a simulated host,
+    bound from its path there), as on a host whose driver made its nodes in /dev. Nothing is created
+    in the machine's /dev."""
+    _tmpfs_holding_entries_of("/dev", "gct-dev")
+    for name, source in nodes.items():
+        os.makedirs(os.path.dirname(f"/dev/{name}"), exist_ok=True)
+        open(f"/dev/{name}", "x").close()
+        _mount(source, f"/dev/{name}", None, MS_BIND, None)
+
+
+def own_dir_at(path: str, name: str, source: str | None = None, mode: str = "0755") -> list[str]:
+    """In this process' private mount namespace: path becomes a directory of this namespace's own,
+    source bound there or (source None) an empty tmpfs (cover_with_tmpfs: the checkout stays). Nothing
+    is made on the machine: when path does not exist, its deepest existing parent becomes a tmpfs
+    holding that parent's entries bound back (_tmpfs_holding_entries_of) and path is made in there.
+    Returns the directories new in this namespace whose tops are empty of the machine's files: path,
+    and that parent when there was one (a watch on their tops sees everything made there)."""
+    new = []
+    parent = path
+    while not os.path.isdir(parent):
+        parent = os.path.dirname(parent)
+    if parent != path:
+        _tmpfs_holding_entries_of(parent, name)
+        os.makedirs(path)
+        new.append(parent)
+    if source is None:
+        cover_with_tmpfs(path, name, mode)
+    else:
+        _mount(source, path, None, MS_BIND | MS_REC, None)
+    return [path, *new]
 
 
 def private_run() -> None:
@@ -113,6 +147,54 @@ def private_run() -> None:
     last process of the namespace ends."""
     enter_private_mount_ns()
     cover_with_tmpfs("/run", "gct-private-run")
+
+
+# The holder enters its namespace, lets setup prepare it, says so, and keeps it until its stdin closes
+# (the test ends it, or dies: no holder outlives its test run).
+_HOLDER = """
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from tests.support.mountns import enter_private_mount_ns
+enter_private_mount_ns()
+module, function = sys.argv[2].split(":")
+prepared = getattr(importlib.import_module(module), function)(*sys.argv[3:])
+print("ready", json.dumps(prepared), flush=True)
+sys.stdin.read()
+"""
+
+
+def namespace_holder(setup: str, *args: str) -> subprocess.Popen:
+    """A process holding a private mount namespace of its own that setup ("module:function", called
+    there with args) prepared; what setup returned (JSON) is its `prepared`. Programs run in it through
+    in_namespace(); stop_holder() ends it."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, needed_paths()[0], setup, *args], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said = holder.stdout.readline()
+    if not said.startswith("ready "):
+        holder.stdin.close()
+        why = holder.stderr.read().strip()
+        stop_holder(holder)
+        raise RuntimeError(f"no private mount namespace from {setup}: {why}")
+    holder.prepared = json.loads(said[len("ready "):])
+    return holder
+
+
+def in_namespace(holder: subprocess.Popen, argv: list[str]) -> list[str]:
+    """argv run in the mount namespace of holder (in its / : give paths whole)."""
+    return ["nsenter", f"--target={holder.pid}", "--mount", "--", *argv]
+
+
+def stop_holder(holder: subprocess.Popen) -> None:
+    """End holder; its namespace goes with the last process in it."""
+    if not holder.stdin.closed:
+        holder.stdin.close()
+    try:
+        holder.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        holder.kill()
+        holder.wait()
+    holder.stdout.close()
+    holder.stderr.close()
 
 
 def run_in_private_mount_ns(func, *args, **kwargs):
