@@ -248,6 +248,11 @@ class NvmlLibrary:
     def device_compute_instance_id(self, mig_device) -> int:
         return self._out("nvmlDeviceGetComputeInstanceId", "unsigned int", mig_device)
 
+    def device_attributes(self, mig_device) -> Fields:
+        """A MIG device's multiprocessors, shared engines, slices and memory (MB); a full GPU's is
+        NVML_ERROR_NOT_SUPPORTED."""
+        return self._struct("nvmlDeviceGetAttributes_v2", "nvmlDeviceAttributes_t", mig_device)
+
     def device_gpu_instance_by_id(self, device, gpu_instance_id: int):
         return self._out("nvmlDeviceGetGpuInstanceById", "nvmlGpuInstance_t", device, gpu_instance_id)
 

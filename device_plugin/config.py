@@ -69,6 +69,14 @@ SETTINGS = (
             "Start containers with NVIDIA_GDS=enabled."),
     Setting("mofed_enabled", "--mofed-enabled", "MOFED_ENABLED", ("mofedEnabled",), bool, False,
             "Start containers with NVIDIA_MOFED=enabled."),
+    Setting("gfd_output_file", "--gfd-output-file", "GFD_OUTPUT_FILE", ("gfd", "outputFile"), str, "",
+            "Also write this node's labels as gpu-feature-discovery does, as an NFD feature file (e.g. "
+            "/etc/kubernetes/node-feature-discovery/features.d/gfd), at every start and reload; default: no "
+            "labels."),
+    Setting("gfd_no_timestamp", "--gfd-no-timestamp", "GFD_NO_TIMESTAMP", ("gfd", "noTimestamp"), bool, False,
+            "Leave the nvidia.com/gfd.timestamp label out."),
+    Setting("gfd_machine_type_file", "--gfd-machine-type-file", "GFD_MACHINE_TYPE_FILE", ("gfd", "machineTypeFile"),
+            str, "/sys/class/dmi/id/product_name", "The DMI product name for the nvidia.com/gpu.machine label."),
     Setting("config_file", "--config-file", "CONFIG_FILE", None, str, "",
             "Config file (NVIDIA's version v1) as an alternative to flags and environment variables."),
     # ours
@@ -107,6 +115,9 @@ class Config:
     container_driver_root: str = "/driver-root"
     gds_enabled: bool = False
     mofed_enabled: bool = False
+    gfd_output_file: str = ""
+    gfd_no_timestamp: bool = False
+    gfd_machine_type_file: str = "/sys/class/dmi/id/product_name"
     config_file: str = ""
     device_plugin_dir: str = DEFAULT_DEVICE_PLUGIN_DIR
     cdi_root: str = ""

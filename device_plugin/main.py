@@ -28,7 +28,9 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=DESCRIPTION, allow_abbrev=False,
                                      epilog="Every flag's environment variable is named after it in the help; "
-                                            "a flag wins over its variable, both over the config file.")
+                                            "a flag wins over its variable, both over the config file. "
+                                            "`nvidia-device-plugin labels --help`: the node's labels as "
+                                            "gpu-feature-discovery writes them.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     for s in SETTINGS:
         env = f" [${s.env}]" if s.env else ""
@@ -94,6 +96,10 @@ def _fail(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["labels"]:   # gpu-feature-discovery's labels (device_plugin/labels_command.py)
+        from device_plugin.labels_command import main as labels_main
+
+        return labels_main(argv[1:])
     try:
         show_version, given = parse_args(argv)
         if show_version:
@@ -112,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from device_plugin.health import nvml_event_source
 
+    from device_plugin.labels_command import remove_node_labels, write_node_labels
+
     sources = Sources(config=lambda: resolve(given), inventory=_inventory, topology=_topology,
-                      refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.nvidia_driver_root))
+                      refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.nvidia_driver_root),
+                      labels=write_node_labels)
     manager = PluginManager(sources, config)
     manager.install_signal_handlers()
     try:
@@ -121,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     except InitError as e:
         manager.stop_plugins()
         return _fail(f"{e}; failOnInitError is true (--fail-on-init-error=false waits for the driver instead)")
+    finally:
+        remove_node_labels(manager.config)
 
 
 if __name__ == "__main__":

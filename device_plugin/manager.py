@@ -49,6 +49,8 @@ class Sources:
     refresh_spec: Callable[[Config, Inventory, list[Resource]], object] = field(default=lambda *args: None)
     # the driver's XID events (device_plugin.health); None: not available, no health checks
     events: Callable[[Config], EventSource | None] = field(default=lambda config: None)
+    # the node's labels (device_plugin.labels_command.write_node_labels), from the GPUs just read
+    labels: Callable[[Config, Inventory], object] = field(default=lambda config, inventory: None)
 
 
 def _file_identity(path: str) -> tuple | None:
@@ -78,6 +80,7 @@ class PluginManager:
         cannot be read or offered."""
         try:
             inventory = self.sources.inventory(self.config)
+            self.sources.labels(self.config, inventory)   # before the resources: a node they refuse is labelled
             self.resources = build_resources(inventory, self.config.mig_strategy)
             self.sources.refresh_spec(self.config, inventory, self.resources)
         except CdiError as e:
