@@ -114,6 +114,26 @@ def prestart(config_file: str | None) -> int:
     return 0
 
 
+def check_container_init(pid: int) -> None:
+    """The state's pid can be a waiting container's init, in a mount namespace of its own: pid 1 is the
+    machine's init, and a process of the hook's own mount namespace (the runtime's, the host's) is no
+    container's. Injecting there would mount on the host what belongs in the container (nvidia-cdi-hook
+    refuses the same: namespace.c)."""
+    from hook.cdi_hook import HookError
+
+    if pid == 1:
+        raise HookError("the container state's pid is 1, not a container's init: refusing to work in the "
+                        "machine's mount namespace", "stdin")
+    where = f"/proc/{pid}/ns/mnt"
+    try:
+        theirs, ours = os.stat(where), os.stat("/proc/self/ns/mnt")
+    except OSError as e:
+        raise HookError(f"cannot open the container's mount namespace: {e.strerror}", where) from None
+    if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+        raise HookError("the container's init shares the hook's mount namespace: refusing to work outside a "
+                        "container's", where)
+
+
 def inject_request(request, config, rootfs: str, pid: int, config_file: str | None = None) -> None:
     from cdi.config import kept_config_dir
     from cdi.driver_root import resolve_driver_root
@@ -131,6 +151,7 @@ def inject_request(request, config, rootfs: str, pid: int, config_file: str | No
                           imex_channels=request.imex_channels, imex_all=request.imex_all,
                           ldconfig=ldconfig, ld_cache=cli.ldcache or None,
                           cache_dir=kept_config_dir(config_file))
+    check_container_init(pid)
     inject(plan, Target(rootfs, pid, cgroups=not cli.no_cgroups), warn=_warn)
 
 

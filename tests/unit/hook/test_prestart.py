@@ -231,3 +231,41 @@ def test_bundle_slash_with_an_init_that_is_gone_is_one_line():
         load_container({"bundle": "/", "pid": int(gone)})
     assert str(caught.value) == ("the container state's bundle is /, and the init's directory cannot be read: "
                                  f"No such file or directory (/proc/{gone}/cwd)")
+
+
+@pytest.fixture(scope="module")
+def simulated_host(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("building the simulated host needs root (mknod)")
+    from tests.e2e.hook_support import make_simulated_host
+
+    host = tmp_path_factory.mktemp("prestart-host") / "host"
+    make_simulated_host(host)
+    return host
+
+
+@pytest.mark.parametrize("init", ["pid 1", "a process of the hook's namespace"])
+def test_a_pid_that_is_no_containers_init_is_refused(simulated_host, tmp_path, init):
+    """Injecting into pid 1's mount namespace, or into the hook's own, would mount on the host what belongs
+    in the container: refused, nothing mounted. The hook runs in a pid namespace with its own /proc,
+    whose pid 1 is the shell that started it, in a private mount namespace: what a hook without the check
+    mounts (it did: GPU 0's node and the driver files) stays there. No device cgroup is touched
+    (no-cgroups: the neighbour's cgroup is the test's)."""
+    bundle = bundle_with(tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"])
+    config = tmp_path / "config.toml"
+    config.write_text(f'[nvidia-container-cli]\nroot = "{simulated_host}"\nno-cgroups = true\n')
+    pid = "1" if init == "pid 1" else "$neighbour"
+    script = (f"sleep 60 & neighbour=$!\n'{HOOK}' -config '{config}' prestart <<EOF\n"
+              f'{{"bundle": "{bundle}", "pid": {pid}, "status": "creating"}}\nEOF\n'
+              f"rc=$?; kill $neighbour; grep -c ' {bundle}/rootfs/' /proc/self/mountinfo; exit $rc")
+    result = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+                             "sh", "-c", script], capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert result.stdout == "0\n", result               # nothing mounted in the namespace the hook was in
+    assert result.returncode == 1
+    if init == "pid 1":
+        assert result.stderr == ("nvidia-container-runtime-hook: error: the container state's pid is 1, not a "
+                                 "container's init: refusing to work in the machine's mount namespace (stdin)\n")
+    else:
+        assert result.stderr.startswith("nvidia-container-runtime-hook: error: the container's init shares the "
+                                        "hook's mount namespace: refusing to work outside a container's (/proc/")
