@@ -171,3 +171,26 @@ def test_the_scheduler_sees_the_plugins_devices(kube_node, host, tmp_path):
     finally:
         log = plugin.stop()
     assert "Traceback" not in log, log
+
+
+def test_single_offers_mig_devices_as_gpus(kube_node, tmp_path_factory, tmp_path):
+    """mig-strategy single on a host whose GPUs are all in MIG mode with one profile: every MIG device is an
+    nvidia.com/gpu; a pod asking for 2 gets exactly the 2 MIG devices the kubelet names."""
+    root = tmp_path_factory.mktemp("dp-e2e-single") / "host"
+    create_in_process(root, gpus=2, mig_options=("0=1g.5gb,1g.5gb", "1=1g.5gb"))
+    inventory = inventory_from_marker(root)
+    migs = sorted(m.uuid for g in inventory.gpus for m in g.mig_devices)
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--mig-strategy", "single", "--device-list-strategy",
+                           "cdi-cri", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+    try:
+        assert sorted(node.wait_allocatable("nvidia.com/gpu", 3)) == migs
+        pod = pod_manifest("two", ["sh", "-c", PROBE], image=images.BUSYBOX_GLIBC_IMAGE, limits={"nvidia.com/gpu": 2})
+        node.add_static_pod(pod)
+        node.wait_static_pod_running("two")
+        smi = [line for line in _probe(node, "two") if line.startswith("smi ") and "MIG-" in line]
+        given = _given(node, "two", "nvidia.com/gpu")
+        assert len(given) == 2 and sorted(u for u in migs if any(u in line for line in smi)) == sorted(given), smi
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log

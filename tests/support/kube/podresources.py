@@ -37,8 +37,13 @@ class PodResources:
         does not list the pod)."""
         for entry in self.list().pod_resources:
             if entry.namespace == namespace and entry.name == pod:
-                return {container.name: {d.resource_name: sorted(d.device_ids) for d in container.devices}
-                        for container in entry.containers}
+                found: dict[str, dict[str, list[str]]] = {}
+                for container in entry.containers:
+                    # the kubelet may list a resource's devices in several entries (one per device)
+                    resources = found.setdefault(container.name, {})
+                    for d in container.devices:
+                        resources.setdefault(d.resource_name, []).extend(d.device_ids)
+                return {c: {r: sorted(ids) for r, ids in rs.items()} for c, rs in found.items()}
         return {}
 
     def allocatable_devices(self) -> dict[str, list[str]]:
