@@ -3,7 +3,8 @@
 static pod asking for a GPU or a MIG device gets exactly the one the kubelet allocated (the container's
 nvidia-smi and /dev say so, and the kubelet's pod-resources API agrees), through containerd 1.7's own CDI
 (cdi-cri, the spec the plugin wrote under --cdi-root) and through our runtime shim on containerd 1.6
-(cdi-annotations, envvar); a restarted kubelet gets the plugin back."""
+(cdi-annotations, envvar, volume-mounts); a restarted kubelet gets the plugin back, a restarted containerd
+changes nothing; with a control plane the scheduler sees the plugin's counts."""
 from __future__ import annotations
 
 import signal
@@ -101,6 +102,13 @@ def test_pods_get_exactly_their_gpu_and_mig_device_through_containerd_cdi(kube_n
         # a restarted kubelet forgets its plugins: the plugin registers again and the devices come back
         node.restart_kubelet()
         assert node.wait_allocatable("nvidia.com/mig-1g.5gb", 2, timeout=60)
+        # a restarted containerd changes nothing for the plugin: the GPU freed by a deleted pod goes to a new one
+        node.restart_containerd()
+        node.remove_static_pod("gpu")
+        node.add_static_pod(_gpu_pod("gpu-again", "nvidia.com/gpu"))
+        node.wait_static_pod_running("gpu-again")
+        assert any(inventory.gpus[0].uuid in line for line in _probe(node, "gpu-again"))
+        assert _given(node, "gpu-again", "nvidia.com/gpu") == [inventory.gpus[0].uuid]
     finally:
         log = plugin.stop()
     assert "Traceback" not in log and "kubelet.sock re-created" in log, log
