@@ -9,6 +9,12 @@ costs ~20 ms: it is imported only when a version is asked for.
 from __future__ import annotations
 
 DISTRIBUTION = "gpu-container-toolkit"
+# The release of NVIDIA's Container Toolkit (and libnvidia-container, released in step with it) whose
+# programs, options, config keys and CDI output these follow. One constant for every place that names
+# it: `nvidia-container-cli --version` (cli-version), the packages' Provides (packaging/pkgtools reads
+# it from this file's source, NVIDIA_RELEASE-1) and README/docs (tests/unit/test_nvidia_release.py
+# checks they agree).
+NVIDIA_RELEASE = "1.20.0"
 
 
 def toolkit_version() -> str:

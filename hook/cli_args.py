@@ -27,7 +27,6 @@ import os
 from cdi.errors import what_where
 
 PROG = "nvidia-container-cli"
-VERSION = "1.17.0"   # the libnvidia-container release whose command line this one follows
 
 COMMANDS = ("configure", "info", "list")
 CAPABILITY_FLAGS = ("compute", "utility", "video", "graphics", "display", "ngx", "compat32")
@@ -96,9 +95,9 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from cdi.version import version_line
+        from cdi.version import NVIDIA_RELEASE, version_line
 
-        print(f"{version_line(PROG)}\ncli-version: {VERSION}")
+        print(f"{version_line(PROG)}\ncli-version: {NVIDIA_RELEASE}")
         parser.exit()
 
 

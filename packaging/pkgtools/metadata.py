@@ -2,6 +2,7 @@
 in both formats, and the shared-library dependencies of the compiled parts."""
 from __future__ import annotations
 
+import ast
 import email.utils
 import os
 import re
@@ -24,9 +25,21 @@ DESCRIPTION = [
 ]
 # The low-level runtimes the shim execs (config [nvidia-container-runtime] runtimes).
 RUNTIMES = ("runc", "crun")
-# The release of NVIDIA's packages whose programs, options, config keys and CDI output these follow
-# (issue 14 measured parity against NVIDIA's toolkit v1.20), in NVIDIA's own version format.
-NVIDIA_VERSION = "1.20.0-1"
+
+
+def nvidia_release(version_py: Path = Path(__file__).resolve().parents[2] / "cdi" / "version.py") -> str:
+    """NVIDIA_RELEASE of cdi/version.py, the one place that names the NVIDIA release these programs
+    follow. Read from the source, not imported: the build runs on the distribution's python3, outside
+    the toolkit's environment."""
+    for node in ast.parse(version_py.read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["NVIDIA_RELEASE"]:
+            return ast.literal_eval(node.value)
+    raise BuildError(f"no NVIDIA_RELEASE in {version_py}")
+
+
+# The release of NVIDIA's packages whose programs, options, config keys and CDI output these follow,
+# in NVIDIA's own version format (Debian revision 1).
+NVIDIA_VERSION = f"{nvidia_release()}-1"
 # NVIDIA's packages that ship the same program names as this one, which replaces them whole:
 # Conflicts + Replaces (one of them at a time, installing either removes the other, both ways) and
 # Provides at NVIDIA_VERSION, so that what depends on them, e.g. nvidia-docker2's

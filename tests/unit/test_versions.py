@@ -40,8 +40,8 @@ def run(argv, **kwargs) -> subprocess.CompletedProcess:
     ("nvidia-container-runtime-hook", "-version", ""),
     ("nvidia-container-runtime-hook", "--version", ""),
     ("nvidia-container-runtime-hook", "-version=true", ""),
-    ("nvidia-container-cli", "--version", "cli-version: 1.17.0\n"),
-    ("nvidia-container-cli", "-V", "cli-version: 1.17.0\n"),
+    ("nvidia-container-cli", "--version", "cli-version: 1.20.0\n"),
+    ("nvidia-container-cli", "-V", "cli-version: 1.20.0\n"),
     ("nvidia-cdi-hook", "--version", ""),
     ("nvidia-cdi-hook", "-v", ""),
 ])
