@@ -2,17 +2,15 @@
 
 DeviceHealth holds the state (by device UUID) and wakes every waiting stream at once on a change, so
 each change reaches the kubelet without delay. HealthWatcher turns driver events into changes, as
-NVIDIA's plugin does: a critical XID on a GPU marks the GPU and its MIG devices Unhealthy; the
-application XIDs (APPLICATION_XIDS: errors of one program, not of the GPU) change nothing;
+NVIDIA's plugin does: a critical XID on a GPU marks the GPU and its MIG devices Unhealthy (an XID about
+one MIG device, named by its GPU and compute instance, marks that MIG device only); the application
+XIDs (APPLICATION_XIDS: errors of one program, not of the GPU) change nothing;
 DP_DISABLE_HEALTHCHECKS=all (or xids) turns the checks off, a list of numbers ignores those XIDs too.
-Beyond NVIDIA's (whose devices never come back), a device whose GPU answers NVML again after a
-reset is to be marked Healthy again.
+Beyond NVIDIA's (whose devices never come back), a GPU that NVML lost and that answers again after a
+reset (GpuRecovered) is marked Healthy again, with its MIG devices.
 
-NOT DONE YET: the events themselves. They are to come from NVML (nvmlEventSetCreate,
-nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree) through cdi's NVML binding, which
-does not make those calls yet (nor does the simulated driver answer them). `nvml_event_source`
-therefore returns None and the plugin runs without health checks, saying so once in its log; the
-watcher takes any EventSource (one `wait(timeout)` call), so the NVML one plugs in unchanged.
+The events come from an EventSource (one `wait(timeout)` call): the program's is NVML's
+(device_plugin.health_nvml), tests give their own.
 """
 from __future__ import annotations
 
@@ -68,10 +66,27 @@ class DeviceHealth:
 class XidEvent:
     gpu_uuid: str
     xid: int
+    gi: int | None = None   # MIG: the GPU instance and compute instance concerned; None: the whole GPU
+    ci: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuLost:
+    """NVML cannot tell about the GPU (its event set failed): Unhealthy whatever the ignored XIDs."""
+    gpu_uuid: str
+
+
+@dataclass(frozen=True)
+class GpuRecovered:
+    """A GPU that NVML had lost answers again."""
+    gpu_uuid: str
+
+
+HealthEvent = XidEvent | GpuLost | GpuRecovered
 
 
 class EventSource(Protocol):
-    def wait(self, timeout: float) -> list[XidEvent]: ...
+    def wait(self, timeout: float) -> list[HealthEvent]: ...
 
 
 def ignored_xids(environ: dict[str, str]) -> frozenset[int] | None:
@@ -87,26 +102,45 @@ def ignored_xids(environ: dict[str, str]) -> frozenset[int] | None:
 
 
 class HealthWatcher:
-    """Applies the events of source to health: a critical XID on a GPU marks devices_of(gpu_uuid)."""
+    """Applies the events of source to health: a critical XID on a GPU marks devices_of(gpu_uuid) (the
+    GPU and its MIG devices), one on a MIG device mig_of(gpu_uuid, gi, ci) (its UUID, None: not one
+    this plugin serves, as NVIDIA's skips it)."""
 
-    def __init__(self, source: EventSource, health: DeviceHealth, devices_of, ignored: frozenset[int]):
+    def __init__(self, source: EventSource, health: DeviceHealth, devices_of, ignored: frozenset[int],
+                 mig_of=lambda gpu_uuid, gi, ci: None):
         self.source, self.health, self.devices_of, self.ignored = source, health, devices_of, ignored
+        self.mig_of = mig_of
         self._stop = threading.Event()
 
-    def handle(self, event: XidEvent) -> bool:
+    def handle(self, event: HealthEvent) -> bool:
+        """Applies one event; True when a device's health changed."""
+        if isinstance(event, GpuRecovered):
+            return self.health.set_healthy(self.devices_of(event.gpu_uuid), True)
+        if isinstance(event, GpuLost):
+            return self.health.set_healthy(self.devices_of(event.gpu_uuid), False)
         if event.xid in self.ignored:
             return False
+        if event.gi is not None:
+            mig = self.mig_of(event.gpu_uuid, event.gi, event.ci)
+            return mig is not None and self.health.set_healthy([mig], False)
         return self.health.set_healthy(self.devices_of(event.gpu_uuid), False)
 
     def run(self) -> None:
-        while not self._stop.is_set():
-            for event in self.source.wait(1.0):
-                self.handle(event)
+        try:
+            while not self._stop.is_set():
+                for event in self.source.wait(1.0):
+                    self.handle(event)
+        finally:
+            close = getattr(self.source, "close", None)
+            if close is not None:
+                close()
 
     def stop(self) -> None:
         self._stop.set()
 
 
 def nvml_event_source(driver_root: str) -> EventSource | None:
-    """NVML's XID events for the GPUs of driver_root: not available yet (see the module's docstring)."""
-    return None
+    """NVML's XID events for the GPUs of driver_root (device_plugin.health_nvml); None when NVML gives none."""
+    from device_plugin.health_nvml import nvml_event_source as from_nvml
+
+    return from_nvml(driver_root)

@@ -114,10 +114,12 @@ class PluginManager:
         source = self.sources.events(self.config) if ignored is not None else None
         if source is None:
             LOG.info("health checks off: %s", "DP_DISABLE_HEALTHCHECKS" if ignored is None
-                     else "the driver's XID events are not read yet (device_plugin/health.py)")
+                     else "the driver gives no health events")
             return
         members = {g.uuid: [g.uuid, *(m.uuid for m in g.mig_devices)] for g in inventory.gpus}
-        self._health_watcher = HealthWatcher(source, self.health, lambda uuid: members.get(uuid, []), ignored)
+        migs = {(g.uuid, m.gi, m.ci): m.uuid for g in inventory.gpus for m in g.mig_devices}
+        self._health_watcher = HealthWatcher(source, self.health, lambda uuid: members.get(uuid, []), ignored,
+                                             lambda uuid, gi, ci: migs.get((uuid, gi, ci)))
         threading.Thread(target=self._health_watcher.run, name="health", daemon=True).start()
 
     def stop_plugins(self) -> None:

@@ -70,6 +70,17 @@ static const char *mig_profile(nvmlDevice_t mig, char *buf, unsigned int size)
     return p ? p + 5 : buf;
 }
 
+/* The handle of GPU i; a GPU NVML cannot reach (lost: `nvidia-ctk simulate xid` 79) is one line, as the
+ * real tool prints it, and is left out of the output. */
+static int gpu_handle(unsigned int i, nvmlDevice_t *gpu)
+{
+    nvmlReturn_t ret = nvmlDeviceGetHandleByIndex_v2(i, gpu);
+    if (ret == NVML_SUCCESS)
+        return 1;
+    printf("Unable to determine the device handle for GPU %u: %s\n", i, nvmlErrorString(ret));
+    return 0;
+}
+
 static unsigned int mig_devices(nvmlDevice_t gpu, nvmlDevice_t *out)
 {
     unsigned int current = 0, pending = 0, max = 0, n = 0;
@@ -87,7 +98,8 @@ static int list_gpus(unsigned int count)
     char name[96], uuid[96], profile[96];
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t gpu, migs[8];
-        nvmlDeviceGetHandleByIndex_v2(i, &gpu);
+        if (!gpu_handle(i, &gpu))
+            continue;
         nvmlDeviceGetName(gpu, name, sizeof(name));
         nvmlDeviceGetUUID(gpu, uuid, sizeof(uuid));
         printf("GPU %u: %s (UUID: %s)\n", i, name, uuid);
@@ -109,7 +121,8 @@ static void gpu_rows(unsigned int count)
         nvmlPciInfo_t pci;
         nvmlMemory_t memory;
         unsigned int current = 0, pending = 0;
-        nvmlDeviceGetHandleByIndex_v2(i, &gpu);
+        if (!gpu_handle(i, &gpu))
+            continue;
         nvmlDeviceGetName(gpu, name, sizeof(name));
         nvmlDeviceGetPciInfo_v3(gpu, &pci);
         nvmlDeviceGetMemoryInfo(gpu, &memory);
@@ -129,7 +142,8 @@ static void mig_rows(unsigned int count)
     int any = 0;
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t gpu, migs[8];
-        nvmlDeviceGetHandleByIndex_v2(i, &gpu);
+        if (!gpu_handle(i, &gpu))
+            continue;
         unsigned int n = mig_devices(gpu, migs);
         for (unsigned int m = 0; m < n; m++) {
             if (!any) {
@@ -237,7 +251,8 @@ static int report(unsigned int count)
         nvmlBrandType_t brand = 0;
         nvmlDeviceArchitecture_t arch = 0;
         unsigned int current = 0, pending = 0, minor = 0;
-        nvmlDeviceGetHandleByIndex_v2(i, &gpu);
+        if (!gpu_handle(i, &gpu))
+            continue;
         nvmlDeviceGetPciInfo_v3(gpu, &pci);
         nvmlDeviceGetMemoryInfo(gpu, &memory);
         nvmlDeviceGetBrand(gpu, &brand);
@@ -319,7 +334,8 @@ static int query(unsigned int count, const char *fields, const char *format)
             printf("%s%s%s", names[k], strcmp(names[k], "memory.total") == 0 ? " [MiB]" : "", k + 1 < n ? ", " : "\n");
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t gpu;
-        nvmlDeviceGetHandleByIndex_v2(i, &gpu);
+        if (!gpu_handle(i, &gpu))
+            continue;
         for (int k = 0; k < n; k++) {
             char value[128] = "";
             nvmlPciInfo_t pci;

@@ -18,3 +18,21 @@ def test_only_critical_xids_mark_devices():
     assert (health.health("GPU-a"), health.health("MIG-of-GPU-a"), health.health("GPU-b")) == \
         ("Unhealthy", "Unhealthy", "Healthy")
     assert not watcher.handle(XidEvent("GPU-a", 48))   # no change: no update sent again
+
+
+def test_a_mig_xid_marks_that_mig_device_and_a_recovered_gpu_comes_back():
+    from device_plugin.health import GpuLost, GpuRecovered
+
+    health = DeviceHealth()
+    migs = {("GPU-a", 3, 0): "MIG-a3", ("GPU-a", 4, 0): "MIG-a4"}
+    watcher = HealthWatcher(source=None, health=health, devices_of=lambda gpu: [gpu, "MIG-a3", "MIG-a4"],
+                            ignored=ignored_xids({"DP_DISABLE_HEALTHCHECKS": "79"}),
+                            mig_of=lambda gpu, gi, ci: migs.get((gpu, gi, ci)))
+    assert watcher.handle(XidEvent("GPU-a", 94, gi=4, ci=0))
+    assert [health.health(u) for u in ("GPU-a", "MIG-a3", "MIG-a4")] == ["Healthy", "Healthy", "Unhealthy"]
+    assert not watcher.handle(XidEvent("GPU-a", 94, gi=9, ci=0))   # not a MIG device served here
+    assert not watcher.handle(XidEvent("GPU-a", 79))                # ignored by DP_DISABLE_HEALTHCHECKS
+    assert watcher.handle(GpuLost("GPU-a"))                         # whatever the ignored XIDs
+    assert [health.health(u) for u in ("GPU-a", "MIG-a3", "MIG-a4")] == ["Unhealthy"] * 3
+    assert watcher.handle(GpuRecovered("GPU-a"))
+    assert [health.health(u) for u in ("GPU-a", "MIG-a3", "MIG-a4")] == ["Healthy"] * 3

@@ -223,6 +223,9 @@ except n.NVMLError as e:
         assert holder.stdout.readline().strip() == "ready"
         assert simulate("xid", str(dgx), "--gpu", "3", "--xid", "79").returncode == 0
         assert run(LOST, str(dgx / LIB), uuid, "3") == {"by index": 15, "by uuid": 15, "other": "ok"}
+        listed = subprocess.run([str(dgx / "usr/bin/nvidia-smi"), "-L"], capture_output=True, text=True).stdout
+        assert "Unable to determine the device handle for GPU 3: GPU is lost\n" in listed and uuid not in listed
+        assert listed.count("UUID: GPU-") == 7
         out, _ = holder.communicate("\n", timeout=60)
         assert out.strip() == "15"   # NVML_ERROR_GPU_IS_LOST
     finally:

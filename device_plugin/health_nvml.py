@@ -1,0 +1,104 @@
+"""The driver's health events, read from NVML through cdi's binding as NVIDIA's plugin reads them.
+
+NvmlEventSource registers every GPU NVML lists for nvmlEventTypeXidCriticalError (and the ECC types, as
+NVIDIA's plugin asks, masked by nvmlDeviceGetSupportedEventTypes) in one event set, and each
+`wait(timeout)` is one nvmlEventSetWait_v2: an XID event becomes an XidEvent (a MIG event, one whose
+gpuInstanceId/computeInstanceId are not 0xFFFFFFFF, names its GPU and compute instance); other event
+types are skipped. The event's device handle names the GPU, so an event from a GPU that is lost by
+the time it is read (XID 79) still names it.
+
+Beyond NVIDIA's: recovery. After each XID the source asks NVML about the GPU (nvmlDeviceGetHandleByUUID,
+nvmlDeviceGetUUID); a GPU that does not answer (NVML_ERROR_GPU_IS_LOST, ...) is asked again every
+RECOVERY_POLL_SECONDS, and when it answers again (after a reset) the source reports GpuRecovered, which
+marks the GPU and its MIG devices Healthy. A GPU whose XID left it answering stays Unhealthy, as with
+NVIDIA's plugin: nothing NVML says tells that it was reset.
+"""
+from __future__ import annotations
+
+from cdi.log import get_logger
+from device_plugin.health import GpuLost, GpuRecovered, HealthEvent, XidEvent
+
+LOG = get_logger("nvidia-device-plugin")
+EVENT_XID_CRITICAL_ERROR = 0x8          # nvmlEventTypeXidCriticalError
+EVENT_ECC = 0x1 | 0x2                   # nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError
+WHOLE_GPU = 0xFFFFFFFF                  # gpuInstanceId/computeInstanceId of an event about the whole GPU
+RECOVERY_POLL_SECONDS = 0.5
+
+
+class NvmlEventSource:
+    """One NVML event set over the GPUs of an initialised cdi.nvml_binding.NvmlLibrary."""
+
+    def __init__(self, nvml):
+        from cdi.nvml_binding import NvmlCallError, handle_address
+
+        self.nvml = nvml
+        self.event_set = nvml.event_set_create()
+        self.gpus: dict[int, str] = {}   # handle address -> GPU UUID
+        self.lost: set[str] = set()
+        for index in range(nvml.device_count()):
+            try:
+                handle = nvml.device_handle_by_index(index)
+                uuid = nvml.device_uuid(handle)
+                mask = (EVENT_XID_CRITICAL_ERROR | EVENT_ECC) & nvml.device_supported_event_types(handle)
+                nvml.device_register_events(handle, mask, self.event_set)
+            except NvmlCallError as e:
+                LOG.warning("no health events from GPU %d: %s", index, e)
+                continue
+            self.gpus[handle_address(handle)] = uuid
+
+    def answers(self, uuid: str) -> bool:
+        """NVML answers for the GPU."""
+        from cdi.nvml_binding import NvmlCallError
+
+        try:
+            return self.nvml.device_uuid(self.nvml.device_handle_by_uuid(uuid)) == uuid
+        except NvmlCallError:
+            return False
+
+    def wait(self, timeout: float) -> list[HealthEvent]:
+        from cdi.nvml_binding import ERROR_TIMEOUT, NvmlCallError
+
+        if self.lost:
+            recovered = sorted(uuid for uuid in self.lost if self.answers(uuid))
+            if recovered:
+                self.lost.difference_update(recovered)
+                return [GpuRecovered(uuid) for uuid in recovered]
+            timeout = min(timeout, RECOVERY_POLL_SECONDS)
+        try:
+            data = self.nvml.event_set_wait(self.event_set, max(0, int(timeout * 1000)))
+        except NvmlCallError as e:
+            if e.code == ERROR_TIMEOUT:
+                return []
+            # as NVIDIA's: an event set that fails leaves no GPU known to be well
+            LOG.error("waiting for NVML events failed: %s; marking every GPU Unhealthy", e)
+            return [GpuLost(uuid) for uuid in self.gpus.values()]
+        uuid = self.gpus.get(data.device)
+        if data.eventType != EVENT_XID_CRITICAL_ERROR or uuid is None:
+            return []
+        if not self.answers(uuid):
+            self.lost.add(uuid)
+        mig = data.gpuInstanceId != WHOLE_GPU and data.computeInstanceId != WHOLE_GPU
+        return [XidEvent(uuid, data.eventData, data.gpuInstanceId if mig else None,
+                         data.computeInstanceId if mig else None)]
+
+    def close(self) -> None:
+        from cdi.nvml_binding import NvmlCallError
+
+        try:
+            self.nvml.event_set_free(self.event_set)
+        except NvmlCallError:
+            pass
+
+
+def nvml_event_source(driver_root: str) -> NvmlEventSource | None:
+    """The NVML event source of driver_root's GPUs; None (and one warning) when NVML cannot give one."""
+    from cdi.driver_root import DriverRoot
+    from cdi.nvml import _initialise, _Watchdog, library_to_load, nvml_timeout
+
+    root = DriverRoot(driver_root)
+    try:
+        with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
+            return NvmlEventSource(_initialise(root, library_to_load(root)))
+    except Exception as e:   # health checks are worth having, never a reason to stop serving
+        LOG.warning("health checks off: NVML gives no events (%s: %s)", type(e).__name__, e)
+        return None
