@@ -2,8 +2,10 @@
 single): start to registered (the installed program, from its start until every resource's RegisterRequest
 reached the recording Registration service), Allocate latency (p50, p99 over many calls through one gRPC
 channel, one device and all of them), and the plugin's RSS after them; against the goals registered < 1 s,
-Allocate p99 < 5 ms, RSS < 60 MB. The health-change latency is not measured: the plugin has no source of
-driver events yet (device_plugin/health.py)."""
+Allocate p99 < 5 ms, RSS < 60 MB; and on the 8-GPU host the health-change latency: from an XID 79
+written to the simulated host's event log (simulator.host_state.raise_xid, what `nvidia-ctk simulate xid`
+does) to the ListAndWatch list showing the GPU Unhealthy, and from its reset to the list showing it Healthy
+again (the plugin asks a lost GPU every 0.5 s), against the goal health seen < 1 s."""
 from __future__ import annotations
 
 import shutil
@@ -23,7 +25,8 @@ PROGRAM = Path(sys.executable).parent / "nvidia-device-plugin"
 HOSTS = (("8 GPUs", 8, (), "none"),
          ("56 MIG devices", 8, tuple(f"{g}=" + ",".join(["1g.5gb"] * 7) for g in range(8)), "single"))
 ALLOCATE_CALLS = 1000
-GOALS = {"registered": 1000.0, "allocate p99": 5.0, "rss": 60.0}   # ms, ms, MB
+GOALS = {"registered": 1000.0, "allocate p99": 5.0, "rss": 60.0, "health": 1000.0}   # ms, ms, MB, ms
+HEALTH_ROUNDS = 10
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -68,6 +71,34 @@ def _allocate_ms(folder: Path, ids: list[str]) -> list[float]:
     return times
 
 
+def _health_ms(root: Path, folder: Path, rounds: int) -> tuple[list[float], list[float]]:
+    """(XID 79 to Unhealthy, reset to Healthy) in ms, one of each per round, GPUs taken in turn."""
+    import grpc
+
+    from simulator.host_state import raise_xid, reset_gpu
+
+    lost, back = [], []
+    with grpc.insecure_channel(f"unix:{folder / 'nvidia-gpu.sock'}") as channel:
+        stream = pb_grpc.DevicePluginStub(channel).ListAndWatch(pb.Empty(), timeout=600)
+        next(stream)
+        def seen(unhealthy: bool) -> None:   # until the list shows the GPU so
+            while any(d.health == "Unhealthy" for d in next(stream).devices) != unhealthy:
+                pass
+
+        for round_ in range(rounds):
+            gpu = round_ % 8
+            start = time.perf_counter()
+            raise_xid(root, gpu, 79)
+            seen(True)
+            lost.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            reset_gpu(root, gpu)
+            seen(False)
+            back.append((time.perf_counter() - start) * 1000)
+        stream.cancel()
+    return lost, back
+
+
 def _verdict(name: str, value: float) -> str:
     return "OK" if value < GOALS[name] else "OVER"
 
@@ -90,6 +121,7 @@ def _host_lines(label: str, root: Path, strategy: str, runs: int, tmp: Path) -> 
         try:
             one, every = _allocate_ms(folder, uuids[:1]), _allocate_ms(folder, uuids)
             rss = _rss_mb(process.pid)
+            health = _health_ms(root, folder, HEALTH_ROUNDS) if strategy == "none" else None
         finally:
             _stop(process)
     finally:
@@ -101,14 +133,24 @@ def _host_lines(label: str, root: Path, strategy: str, runs: int, tmp: Path) -> 
             f"  Allocate 1 device: p50 {_percentile(one, 0.5):.2f} ms, p99 {_percentile(one, 0.99):.2f} ms; "
             f"{len(uuids)} devices: p50 {_percentile(every, 0.5):.2f} ms, p99 {_percentile(every, 0.99):.2f} ms "
             f"({ALLOCATE_CALLS} calls each) [{_verdict('allocate p99', p99)}]",
-            f"  RSS after them: {rss:.1f} MB [{_verdict('rss', rss)}]"]
+            f"  RSS after them: {rss:.1f} MB [{_verdict('rss', rss)}]"] + _health_lines(health)
+
+
+def _health_lines(health: tuple[list[float], list[float]] | None) -> list[str]:
+    if health is None:
+        return []
+    lost, back = health
+    worst = max(lost + back)
+    return [f"  health: XID 79 to Unhealthy p50 {_percentile(lost, 0.5):.1f} ms, max {max(lost):.1f} ms; reset to "
+            f"Healthy p50 {_percentile(back, 0.5):.1f} ms, max {max(back):.1f} ms ({len(lost)} rounds) "
+            f"[{_verdict('health', worst)}]"]
 
 
 def run(runs: int) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="bench-device-plugin-"))
     try:
-        lines = ["nvidia-device-plugin (goals: registered < 1 s, Allocate p99 < 5 ms, RSS < 60 MB; "
-                 "health-change latency not measured: no driver event source yet)"]
+        lines = ["nvidia-device-plugin (goals: registered < 1 s, Allocate p99 < 5 ms, RSS < 60 MB, "
+                 "health change seen < 1 s)"]
         for label, gpus, mig, strategy in HOSTS:
             root = tmp / strategy
             create_in_process(root, gpus=gpus, mig_options=mig)

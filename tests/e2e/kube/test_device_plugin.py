@@ -4,7 +4,8 @@ static pod asking for a GPU or a MIG device gets exactly the one the kubelet all
 nvidia-smi and /dev say so, and the kubelet's pod-resources API agrees), through containerd 1.7's own CDI
 (cdi-cri, the spec the plugin wrote under --cdi-root) and through our runtime shim on containerd 1.6
 (cdi-annotations, envvar, volume-mounts); a restarted kubelet gets the plugin back, a restarted containerd
-changes nothing; with a control plane the scheduler sees the plugin's counts."""
+changes nothing; with a control plane the scheduler sees the plugin's counts, and an XID (`nvidia-ctk simulate
+xid`) takes a GPU out of the node's allocatable until `simulate reset` brings it back."""
 from __future__ import annotations
 
 import signal
@@ -202,3 +203,43 @@ def test_single_offers_mig_devices_as_gpus(kube_node, tmp_path_factory, tmp_path
     finally:
         log = plugin.stop()
     assert "Traceback" not in log, log
+
+
+def test_an_xid_takes_a_gpu_out_of_allocatable_and_a_reset_brings_it_back(kube_node, tmp_path_factory, tmp_path):
+    """With a control plane: `nvidia-ctk simulate xid` 79 (the GPU falls off the bus) on GPU 1 makes the
+    plugin report it Unhealthy, so the node's allocatable nvidia.com/gpu drops from 2 to 1 while its
+    capacity stays 2; `simulate reset` makes NVML answer for it again and allocatable is back to 2."""
+    import subprocess
+
+    from tests.support.kube.control_plane import wait_until
+    from tests.support.simulated_host import NVIDIA_CTK
+
+    root = tmp_path_factory.mktemp("dp-e2e-xid") / "host"
+    create_in_process(root, gpus=2, mig_options=())
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)),
+                     control_plane=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--device-list-strategy", "cdi-cri",
+                           "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+
+    def gpus(allocatable: str):
+        def read():
+            status = node.api.node(node.name)["status"]
+            counts = (status.get("capacity", {}).get("nvidia.com/gpu"),
+                      status.get("allocatable", {}).get("nvidia.com/gpu"))
+            return counts if counts == ("2", allocatable) else None
+        return wait_until(read, f"nvidia.com/gpu capacity 2, allocatable {allocatable}", 90, node.daemons())
+
+    def simulate(command: str, *options: str) -> None:
+        done = subprocess.run([str(NVIDIA_CTK), "simulate", command, str(root), *options], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+
+    try:
+        gpus("2")
+        simulate("xid", "--gpu", "1", "--xid", "79")
+        gpus("1")
+        simulate("reset", "--gpu", "1")
+        gpus("2")
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log and "health checks off" not in log, log
