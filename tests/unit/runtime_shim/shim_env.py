@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -121,25 +122,41 @@ DOCKER_HOOK = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidi
                "env": ["PATH=/usr/bin"]}
 
 
+def private_node(root: Path, like: str) -> str:
+    """A character device node in root with the number and mode of like (/dev/null, /dev/zero): the
+    create cache checks its host nodes' ctime, and other work on the machine changes /dev/null's. like
+    itself when nodes cannot be made (not root)."""
+    st = os.stat(like)
+    node = root / ("node-" + os.path.basename(like))
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o600, st.st_rdev)
+        os.chmod(node, stat.S_IMODE(st.st_mode))
+    except PermissionError:
+        return like
+    return str(node)
+
+
 def make_cdi_shim_env(root: Path, bindir: Path) -> ShimEnv:
-    """A shim in cdi mode with a spec dir holding devices 0, 1, GPU-abc and all (nodes on /dev/null and
-    /dev/zero) and common edits (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidiactl, one library mount)."""
+    """A shim in cdi mode with a spec dir holding devices 0, 1, GPU-abc and all (nodes like /dev/null and
+    /dev/zero, private_node) and common edits (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidiactl, one library
+    mount)."""
     from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec, write_spec
 
     env = make_shim_env(root, bindir)
+    null, zero = private_node(root, "/dev/null"), private_node(root, "/dev/zero")
     spec_dir = root / "cdi"
     spec_dir.mkdir()
     host_file = root / "libfake.so"
     host_file.write_text("x")
     common = ContainerEdits(env=["NVIDIA_VISIBLE_DEVICES=void"],
-                            device_nodes=[DeviceNode(path="/dev/nvidiactl", host_path="/dev/null")],
+                            device_nodes=[DeviceNode(path="/dev/nvidiactl", host_path=null)],
                             mounts=[Mount(host_path=str(host_file), container_path="/usr/lib/libfake.so",
                                           options=["ro", "nosuid", "nodev", "bind"])])
     devices = [Device(name=n, container_edits=ContainerEdits(device_nodes=[DeviceNode(path=f"/dev/nvidia{m}",
-                                                                                      host_path="/dev/zero")]))
+                                                                                      host_path=zero)]))
                for n, m in (("0", 0), ("1", 1), ("GPU-abc", 1))]
     devices.append(Device(name="all", container_edits=ContainerEdits(device_nodes=[
-        DeviceNode(path="/dev/nvidia0", host_path="/dev/zero"), DeviceNode(path="/dev/nvidia1", host_path="/dev/zero")])))
+        DeviceNode(path="/dev/nvidia0", host_path=zero), DeviceNode(path="/dev/nvidia1", host_path=zero)])))
     write_spec(Spec(kind=KIND, devices=devices, container_edits=common), spec_dir / "nvidia.json")
     env.spec_dir = spec_dir
     env.write_config(f'mode = "cdi"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{spec_dir}"]\n')
