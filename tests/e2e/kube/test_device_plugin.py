@@ -243,3 +243,38 @@ def test_an_xid_takes_a_gpu_out_of_allocatable_and_a_reset_brings_it_back(kube_n
     finally:
         log = plugin.stop()
     assert "Traceback" not in log and "health checks off" not in log, log
+
+
+def test_the_kubelet_gets_an_nvlink_pair_on_an_island_host(kube_node, tmp_path_factory, tmp_path):
+    """On an 8-GPU host with two 4-GPU NVLink islands, two GPUs per PCIe switch (`simulate create --pcie
+    --nvlink`), once a pod holds one GPU, a static pod asking for 2 GPUs gets a pair linked by NVLink and
+    one switch, not the next two free GPUs: the kubelet asked the plugin's GetPreferredAllocation, which
+    scored the links the simulated NVML reports. (On a host without links the pair was the next two.)"""
+    from simulator.host_builder import create_simulated_host
+
+    root = tmp_path_factory.mktemp("dp-e2e-islands") / "host"
+    create_simulated_host(str(root), gpus=8, model="NVIDIA A100-SXM4-40GB", driver_version="550.54.15",
+                          cuda_version="12.4",
+                          pcie_options=["switch=0-1", "switch=2-3", "switch=4-5", "switch=6-7", "cpu=0-3", "cpu=4-7"],
+                          nvlink_options=["0-3:4", "4-7:4"])
+    inventory = inventory_from_marker(root)
+    index = {g.uuid: g.index for g in inventory.gpus}
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--device-list-strategy", "cdi-cri",
+                           "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+    try:
+        assert len(node.wait_allocatable("nvidia.com/gpu", 8)) == 8
+        node.add_static_pod(_gpu_pod("one", "nvidia.com/gpu"))
+        node.wait_static_pod_running("one")
+        [taken] = [index[u] for u in _given(node, "one", "nvidia.com/gpu")]
+        node.add_static_pod(pod_manifest("pair", ["sh", "-c", PROBE], image=images.BUSYBOX_GLIBC_IMAGE,
+                                         limits={"nvidia.com/gpu": 2}))
+        node.wait_static_pod_running("pair")
+        given = sorted(index[u] for u in _given(node, "pair", "nvidia.com/gpu"))
+        # the best pair: 4 NVLinks and one PCIe switch (0-1, 2-3, 4-5 or 6-7), leaving the taken GPU's partner
+        assert given[0] % 2 == 0 and given[1] == given[0] + 1 and taken not in given, (taken, given)
+        smi = [line for line in _probe(node, "pair") if line.startswith("smi GPU")]
+        assert len(smi) == 2 and all(any(inventory.gpus[i].uuid in line for line in smi) for i in given), smi
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log
