@@ -27,6 +27,10 @@ from cdi.errors import CdiError
 from cdi.inventory import Gpu, Inventory, MigDevice
 
 NVML_SONAME = "libnvidia-ml.so.1"
+# What to do when the driver is not found (the driver root: `cdi generate --driver-root`, config
+# nvidia-container-cli.root; a containerised driver lives under e.g. /run/nvidia/driver).
+NO_DRIVER_HINT = ("install the NVIDIA driver, or give the root it is installed under (--driver-root; "
+                  "config.toml nvidia-container-cli.root)")
 # The C program that reads NVML and prints the transcript (libcontainer_c/nvml_inventory.c), installed
 # beside the launchers: load_inventory runs it, and so does the static launcher, which cannot dlopen.
 NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"
@@ -71,7 +75,8 @@ def library_to_load(root: DriverRoot) -> str:
     if root.path == "/":
         return NVML_SONAME
     if path is None:
-        raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root", root.path)
+        raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root; {NO_DRIVER_HINT}",
+                        root.path)
     return path
 
 
@@ -110,7 +115,7 @@ def _initialise(root: DriverRoot, path: str):
             library = load_library(path)
         except NvmlCallError as e:
             if path == NVML_SONAME:
-                raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed",
+                raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed; {NO_DRIVER_HINT}",
                                 f"driver root {root.path}") from None
             raise NvmlError(f"cannot load the NVML library: {e}", path) from None
         try:
@@ -289,7 +294,8 @@ def _run_inventory_program(program: str, root: DriverRoot, library: str, timeout
         raise NvmlError(f"{NVML_INVENTORY_PROGRAM} failed ({how}) without its error line", program)
     what, _, where = line.removeprefix(PROGRAM_ERROR_PREFIX)[:-1].rpartition(" (")
     if os.WEXITSTATUS(status) == STATUS_CANNOT_LOAD and library == NVML_SONAME:
-        raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed", f"driver root {root.path}")
+        raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} is not installed; {NO_DRIVER_HINT}",
+                        f"driver root {root.path}")
     raise NvmlError(what, where)
 
 

@@ -20,6 +20,8 @@ from cdi.spec_cache import ValidatedSpecCache
 from cdi.validate import Problem, read_spec_bytes
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+# Where the packages' nvidia-cdi-refresh writes the spec, as NVIDIA's does: the path errors suggest.
+GENERATED_SPEC_PATH = "/var/run/cdi/nvidia.yaml"
 SPEC_SUFFIXES = (".json", ".yaml")
 # On tmpfs like /var/run/cdi itself: verdicts do not outlive the specs generated at boot.
 DEFAULT_CACHE_PATH = "/var/run/nvidia-container-toolkit/cdi-validated.json"
@@ -154,8 +156,8 @@ class Registry(Record):
                                        "remove one of them", "spec dirs " + ", ".join(self.spec_dirs))
                 unknown.append(name)
         if unknown:
-            raise RequestError(f"unresolvable CDI device{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
-                               "spec dirs " + ", ".join(self.spec_dirs))
+            raise RequestError(f"unresolvable CDI device{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+                               + self._what_to_do(unknown), "spec dirs " + ", ".join(self.spec_dirs))
         edits = ContainerEdits()
         seen_specs: set[int] = set()
         for name in dict.fromkeys(names):
@@ -165,6 +167,19 @@ class Registry(Record):
                 edits.append(registered.spec.container_edits)
             edits.append(registered.device.container_edits)
         return edits
+
+
+    def _what_to_do(self, unknown: list[str]) -> str:
+        """The next step for names the specs lack: no spec of their kind at all (none generated yet, or
+        it was removed) needs `cdi generate`; a kind that is there lacks this device (`cdi list`)."""
+        kinds = {name.partition("=")[0] for name in unknown if not name.startswith("'")}  # repr: invalid
+        if not kinds:
+            return "not a CDI device name (<vendor>/<class>=<name>)"
+        missing = sorted(kind for kind in kinds if not any(d.startswith(kind + "=") for d in self.devices))
+        if missing:
+            return (f"no CDI spec defines {', '.join(missing)} devices; generate one: "
+                    f"nvidia-ctk cdi generate --output={GENERATED_SPEC_PATH}")
+        return "no such device in the specs (nvidia-ctk cdi list shows them; regenerate after a GPU change)"
 
 
 def default_cache_path(environ: dict | None = None) -> str | None:

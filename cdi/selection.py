@@ -8,7 +8,7 @@ from cdi.errors import RequestError
 from cdi.inventory import Gpu, Inventory, MigDevice
 from cdi.qualified_name import parse_qualified_name
 from cdi.record import Record
-from cdi.request import DeviceRequest, check_device_id, classify_id
+from cdi.request import VISIBLE_DEVICES, DeviceRequest, check_device_id, classify_id
 from cdi.require import check_requirements
 
 
@@ -77,12 +77,35 @@ def select_devices(request: DeviceRequest, inventory: Inventory, default_kind: s
                 raise RequestError(f"unknown device id {raw!r}", where)
         found = _lookup(device_id, inventory)
         if not found and device_id != "all":
-            raise RequestError(f"unknown device id {raw!r}: no such GPU or MIG device", where)
+            raise RequestError(_not_found(raw, device_id, request, inventory), where)
         for item in found:
             target = migs if isinstance(item, MigDevice) else gpus
             if item not in target:
                 target.append(item)
     return Selection(tuple(gpus), tuple(migs))
+
+
+def _gpu_count(inventory: Inventory) -> str:
+    """`this host has 2 GPUs (0-1)`: what a GPU index can be here."""
+    indexes = sorted(g.index for g in inventory.gpus)
+    if not indexes:
+        return "this host has no GPU"
+    span = f"{indexes[0]}" if len(indexes) == 1 else f"{indexes[0]}-{indexes[-1]}"
+    return f"this host has {len(indexes)} GPU{'s' if len(indexes) > 1 else ''} ({span})"
+
+
+def _not_found(raw: str, device_id: str, request: DeviceRequest, inventory: Inventory) -> str:
+    """Why raw matches nothing, in the user's terms. An index beyond the host's GPUs says how many there
+    are; when the ids are 0..N-1, as `docker run --gpus N` writes them into NVIDIA_VISIBLE_DEVICES (a
+    variable the user may never have set), the message names that command too."""
+    if classify_id(device_id) != "index":
+        return f"unknown device id {raw!r}: no such GPU or MIG device"
+    index, wanted = int(device_id), list(request.devices)
+    if request.where == VISIBLE_DEVICES and len(wanted) > 1 and wanted == [str(i) for i in range(len(wanted))]:
+        return (f"{len(wanted)} GPUs asked for (docker --gpus {len(wanted)}, or NVIDIA_VISIBLE_DEVICES="
+                f"{','.join(wanted)}): {_gpu_count(inventory)}; ask for fewer")
+    hint = ", from docker --gpus or NVIDIA_VISIBLE_DEVICES" if request.where == VISIBLE_DEVICES else ""
+    return f"unknown device id {raw!r}: GPU index {index} out of range, {_gpu_count(inventory)}{hint}"
 
 
 def select_and_check(request: DeviceRequest, inventory: Inventory, default_kind: str = "nvidia.com/gpu") -> Selection:

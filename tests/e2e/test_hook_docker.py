@@ -131,7 +131,7 @@ def test_unknown_device_fails_clearly(dockerd):
     result = run_gpus(daemon, '"device=7"', script="echo STARTED")
     assert result.returncode != 0
     assert "STARTED" not in result.stdout
-    assert "nvidia-container-runtime-hook: error: unknown device id '7': no such GPU or MIG device" in result.stderr, \
+    assert "nvidia-container-runtime-hook: error: unknown device id '7': GPU index 7 out of range, this host has" in result.stderr, \
         result.stderr
 
 

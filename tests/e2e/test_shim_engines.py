@@ -82,7 +82,8 @@ def test_docker_runs_gpu_containers_through_the_shim(setup, workdir, private_doc
     # an unknown GPU: our one line reaches docker's output through runc's log file
     failed = docker(daemon, *run, "-e", "NVIDIA_VISIBLE_DEVICES=7", "gct-glibc:latest", "true", check=False)
     assert failed.returncode != 0
-    assert ("nvidia-container-runtime: error: unresolvable CDI device nvidia.com/gpu=7 "
+    assert ("nvidia-container-runtime: error: unresolvable CDI device nvidia.com/gpu=7: no such device in the specs "
+            "(nvidia-ctk cdi list shows them; regenerate after a GPU change) "
             f"(spec dirs {setup['host'].spec_dir})") in failed.stderr
 
 

@@ -192,7 +192,8 @@ def test_unknown_device_fails_the_create_with_our_message(gpu_host, tmp_path):
     lifecycle = lifecycle_for("runc", gpu_host, tmp_path)
     code, _, stderr = lifecycle.run(bundle)
     assert code == 1
-    assert stderr == (f"nvidia-container-runtime: error: unresolvable CDI device nvidia.com/gpu=7 "
+    assert stderr == (f"nvidia-container-runtime: error: unresolvable CDI device nvidia.com/gpu=7: no such device in the specs "
+                      "(nvidia-ctk cdi list shows them; regenerate after a GPU change) "
                       f"(spec dirs {gpu_host.spec_dir})\n")
     assert json.loads((bundle / "log.json").read_text())["msg"] == stderr.strip()
     assert (bundle / "config.json").read_bytes() == before

@@ -105,6 +105,23 @@ def test_unresolvable_name_fails_the_whole_request(dirs):
     assert result["process"]["env"] == ["FROM=a.json"]
 
 
+def test_unresolvable_names_say_what_to_do(dirs):
+    """Issue 27.5: with no spec of the kind asked for, the error says to generate one; with the kind
+    there but not the device, where to look."""
+    low, _ = dirs
+    registry = Registry((str(low),))
+    with pytest.raises(RequestError) as info:
+        registry.edits_for(["nvidia.com/gpu=0"])
+    assert info.value.what == ("unresolvable CDI device nvidia.com/gpu=0: no CDI spec defines nvidia.com/gpu "
+                               "devices; generate one: nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml")
+    write(low / "a.json")
+    registry = Registry((str(low),))
+    with pytest.raises(RequestError) as info:
+        registry.edits_for(["vendor.example/cls=nope"])
+    assert info.value.what.endswith(": no such device in the specs (nvidia-ctk cdi list shows them; "
+                                    "regenerate after a GPU change)")
+
+
 def test_cache_skips_the_schema_for_unchanged_files(dirs, monkeypatch):
     low, _ = dirs
     write(low / "a.json")

@@ -84,6 +84,27 @@ def test_unknown_ids_name_themselves(value, fragment):
     assert fragment in str(info.value) and "NVIDIA_VISIBLE_DEVICES" in str(info.value)
 
 
+@pytest.mark.parametrize("value, message", [
+    # docker run --gpus 5 writes NVIDIA_VISIBLE_DEVICES=0,1,2,3,4: the message names what the user typed
+    ("0,1,2,3,4", "5 GPUs asked for (docker --gpus 5, or NVIDIA_VISIBLE_DEVICES=0,1,2,3,4): "
+                  "this host has 3 GPUs (0-2); ask for fewer"),
+    ("7", "unknown device id '7': GPU index 7 out of range, this host has 3 GPUs (0-2), "
+          "from docker --gpus or NVIDIA_VISIBLE_DEVICES"),
+])
+def test_an_index_out_of_range_says_how_many_gpus_the_host_has(value, message):
+    """Issue 27.5: `docker run --gpus 5` on a smaller host said only "unknown device id '3'
+    (NVIDIA_VISIBLE_DEVICES)", a variable the user never set."""
+    with pytest.raises(RequestError) as info:
+        select(value)
+    assert (info.value.what, info.value.where) == (message, "NVIDIA_VISIBLE_DEVICES")
+
+
+def test_an_index_on_a_host_without_gpus():
+    request = resolve_device_request({"process": {"env": ["NVIDIA_VISIBLE_DEVICES=0"]}}, Config())
+    with pytest.raises(RequestError, match="GPU index 0 out of range, this host has no GPU"):
+        select_devices(request, Inventory(driver_version="550.54.15", cuda_version="12.4", gpus=()))
+
+
 def test_pci_normalisation():
     assert normalize_pci_bus_id("0A:00.0") == "00000000:0a:00.0"
     assert normalize_pci_bus_id("0001:0A:00.1") == "00000001:0a:00.1"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cdi.nvml import NO_DRIVER_HINT
 from cdi.spec_version import minimum_version_of, version_key
 from cdi.validate import validate_document
 
@@ -200,7 +201,7 @@ def test_driver_root_from_the_environment(sim_host, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--device-id", "7"], "unknown device id '7': no such GPU or MIG device (--device-id)"),
+    (["--device-id", "7"], "unknown device id '7': GPU index 7 out of range, this host has 2 GPUs (0-1) (--device-id)"),
     (["--device-id", "../x"], "malformed device id '../x' (--device-id)"),
     (["--vendor", "1bad"], "invalid vendor '1bad'"),
     (["--format", "json", "--output", "x.yaml"], "--format json does not match the file's extension (x.yaml)"),
@@ -219,7 +220,7 @@ def test_a_root_without_a_driver_is_one_line(tmp_path):
     result = generate("--driver-root", str(tmp_path), check=False)
     assert result.returncode == 1
     assert result.stderr.strip() == f"nvidia-ctk: error: no NVIDIA driver: libnvidia-ml.so.1 not found in the " \
-                                    f"driver root ({tmp_path})"
+                                    f"driver root; {NO_DRIVER_HINT} ({tmp_path})"
 
 
 def test_configured_ldconfig_reaches_the_hook_and_a_container_path_is_refused(sim_host, tmp_path):

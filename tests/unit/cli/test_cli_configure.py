@@ -132,8 +132,8 @@ def test_a_container_ldconfig_is_refused_even_when_the_config_allows_it(host, ro
      "unsatisfied condition 'cuda>=99.0': this host has cuda 12.4, driver 550.54.15, arch 8.0, brand Nvidia "
      "(--require, GPU 0)"),
     (["--device=0", "--require=arch<7.0 brand=Tesla"], "unsatisfied condition 'arch<7.0 brand=Tesla'"),
-    (["--device=3"], "unknown device id '3': no such GPU or MIG device (--device)"),
-    (["--device=0", "--mig-config=9"], "unknown device id '9': no such GPU or MIG device (--mig-config)"),
+    (["--device=3"], "unknown device id '3': GPU index 3 out of range, this host has 2 GPUs (0-1) (--device)"),
+    (["--device=0", "--mig-config=9"], "unknown device id '9': GPU index 9 out of range, this host has 2 GPUs (0-1) (--mig-config)"),
     (["--device=0", "--imex-channel=5"], "IMEX channel 5 does not exist"),
     (["--device=0", "--compute", "--ldconfig=@/nonexistent/ldconfig"],
      "cannot use ldconfig: No such file or directory (/nonexistent/ldconfig)"),

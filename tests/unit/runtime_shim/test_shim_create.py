@@ -63,7 +63,8 @@ def test_cdi_mode_unknown_device_fails_with_nothing_changed(shim, tmp_path):
     before = (bundle / "config.json").read_bytes()
     result = create(shim, bundle)
     assert result.returncode == 1
-    assert result.stderr == (f"nvidia-container-runtime: error: unresolvable CDI device {KIND}=7 "
+    assert result.stderr == (f"nvidia-container-runtime: error: unresolvable CDI device {KIND}=7: no such device in the specs "
+                             "(nvidia-ctk cdi list shows them; regenerate after a GPU change) "
                              f"(spec dirs {shim.spec_dir})\n")
     assert (bundle / "config.json").read_bytes() == before
     assert not shim.calls()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cdi.nvml import NO_DRIVER_HINT
 from tests.support.simulated_host import create_in_process, marker_inventory
 
 REPO = Path(__file__).resolve().parents[3]
@@ -227,7 +228,8 @@ def test_no_driver_at_slash_is_the_no_driver_message():
         except NvmlError as e:
             print(e.what, "|", e.where)
         """)
-    assert done.stdout.strip() == "no NVIDIA driver: libnvidia-ml.so.1 is not installed | driver root /", done.stderr
+    assert done.stdout.strip() == (f"no NVIDIA driver: libnvidia-ml.so.1 is not installed; {NO_DRIVER_HINT} "
+                                   "| driver root /"), done.stderr
 
 
 def test_a_missing_symbol_is_function_not_found_with_its_name(t4):

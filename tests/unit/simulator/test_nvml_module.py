@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from cdi.nvml import NO_DRIVER_HINT
+
 
 def run(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -26,7 +28,8 @@ try:
 except NvmlError as e:
     print(e.what, '|', e.where, '|', 'pynvml' in sys.modules)
 """)
-    assert done.stdout.strip() == f"no NVIDIA driver: libnvidia-ml.so.1 not found in the driver root | {tmp_path} | False"
+    assert done.stdout.strip() == (f"no NVIDIA driver: libnvidia-ml.so.1 not found in the driver root; "
+                                   f"{NO_DRIVER_HINT} | {tmp_path} | False")
 
 
 def test_a_library_that_is_not_elf_is_reported_with_its_path(tmp_path):
