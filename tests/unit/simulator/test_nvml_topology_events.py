@@ -185,6 +185,47 @@ def test_an_xid_from_another_process_wakes_a_waiting_event_set(dgx):
                                {"gpu": 5, "type": 8, "xid": 13, "gi": whole, "ci": whole}], err
 
 
+BINDING_WAITER = """
+import json, sys
+from cdi.nvml_binding import NvmlCallError, handle_address, load_library
+lib = load_library(sys.argv[1])
+lib.init()
+h = [lib.device_handle_by_index(i) for i in range(lib.device_count())]
+s = lib.event_set_create()
+for x in h:
+    lib.device_register_events(x, 0x8 & lib.device_supported_event_types(x), s)
+print("registered", flush=True)
+got = []
+for _ in range(int(sys.argv[2])):
+    try:
+        e = lib.event_set_wait(s, int(sys.argv[3]))
+    except NvmlCallError as err:
+        got.append({"error": err.code})
+        continue
+    got.append({"gpu": [handle_address(x) for x in h].index(e.device), "type": e.eventType, "xid": e.eventData,
+                "gi": e.gpuInstanceId, "ci": e.computeInstanceId})
+lib.event_set_free(s)
+print(json.dumps(got))
+"""
+
+
+def test_the_binding_receives_what_pynvml_receives(dgx):
+    waiters = [python(code, str(dgx / LIB), "3", "600000") for code in (WAITER, BINDING_WAITER)]
+    try:
+        for waiter in waiters:
+            wait_registered(waiter)
+        for args in (["--gpu", "0", "--xid", "63"], ["--gpu", "7", "--xid", "31", "--mig", "0"],
+                     ["--gpu", "6", "--xid", "109"]):
+            assert simulate("xid", str(dgx), *args).returncode == 0
+        outputs = [json.loads(w.communicate(timeout=60)[0]) for w in waiters]
+    finally:
+        for waiter in waiters:
+            waiter.kill()
+            waiter.wait()
+    assert outputs[0] == outputs[1]
+    assert [(e["gpu"], e["xid"]) for e in outputs[1]] == [(0, 63), (7, 31), (6, 109)]
+
+
 def test_a_wait_with_no_event_times_out(dgx):
     proc = python(WAITER, str(dgx / LIB), "1", "50")
     out, err = proc.communicate(timeout=120)
