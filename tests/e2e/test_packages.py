@@ -43,7 +43,7 @@ from pkgtools import checks  # noqa: E402
 SYSTEM_PYTHON = "/usr/bin/python3"
 PREFIX = "/usr/lib/gpu-container-toolkit"
 PROGRAMS = ("nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
-            "nvidia-container-runtime-hook", "nvidia-cdi-hook", "nvidia-container-cli", "nvidia-ctk")
+            "nvidia-container-runtime-hook", "nvidia-cdi-hook", "nvidia-container-cli", "nvidia-ctk", "nvidia-device-plugin")
 NVML_READER = NVML_INVENTORY_PROGRAM   # beside the launchers, not one of them
 CONFFILES_DEB = ("/etc/nvidia-container-runtime/config.toml", "/etc/default/nvidia-cdi-refresh")
 CONFFILES_RPM = ("/etc/nvidia-container-runtime/config.toml", "/etc/sysconfig/nvidia-cdi-refresh")
