@@ -71,6 +71,10 @@ DEV_SYMLINKS = {"libcuda.so": "libcuda.so.1", "libnvidia-ml.so": "libnvidia-ml.s
 
 BINARIES = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
             "nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
+# Built from their own sources (simulator/csrc/mps_*.c); the other helpers are one small program.
+MPS_BINARIES = ("nvidia-cuda-mps-control",)
+# The simulated CUDA program that connects to MPS: ours, in usr/bin but no driver file (never injected).
+MPS_CLIENT = "gct-cuda-mps-client"
 
 GSP_FIRMWARE = ("gsp_ga10x.bin", "gsp_tu10x.bin")
 

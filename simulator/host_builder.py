@@ -6,7 +6,8 @@ leaves nothing behind. Layout (relative to the root):
     .nvidia-simulated-host.json        marker + inventory (a driver root with it supplies dev/proc/sys)
     usr/lib/x86_64-linux-gnu/          libnvidia-ml.so.<v> (real NVML) and every other driver library
     usr/lib/i386-linux-gnu/            32-bit libraries, when the compiler can make them
-    usr/bin/                           nvidia-smi (static, real NVML inside) and the helper programs
+    usr/bin/                           nvidia-smi (static, real NVML inside), the helper programs, the simulated
+                                       MPS (nvidia-cuda-mps-control) and its CUDA client gct-cuda-mps-client
     lib/firmware/nvidia/<v>/           GSP firmware
     etc/ld.so.cache                    made by the real `ldconfig -r <root>`, so its paths are root-relative
     run/nvidia-persistenced/socket     a bound unix socket (var/run -> ../run)
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from simulator import device_nodes, native_build
 from simulator.driver_files import (BIN_DIR, BINARIES, DEV_SYMLINKS, GSP_FIRMWARE, LIB32_DIR, LIB64_DIR,
-                                    LIBRARIES)
+                                    LIBRARIES, MPS_BINARIES)
 from simulator.host_spec import SimHost, SimulatorError, build_host_spec
 from simulator.host_state import make_state_dir
 from simulator.kernel_files import kernel_files
@@ -104,6 +105,7 @@ def _populate(root: Path, host: SimHost, majors: device_nodes.Majors) -> None:
             jobs = [pool.submit(native_build.build_nvml_library, inventory, lib64 / f"libnvidia-ml.so.{version}"),
                     pool.submit(native_build.build_nvidia_smi, inventory, bindir / "nvidia-smi"),
                     pool.submit(native_build.build_driver_tool, version, build_dir / "driver-tool"),
+                    pool.submit(native_build.build_mps_programs, bindir),
                     pool.submit(native_build.build_driver_libraries, others, host, build_dir, lib64, 64)]
             if with_32bit:
                 jobs.append(pool.submit(native_build.build_driver_libraries, libs32, host, build_dir, lib32, 32))
@@ -115,6 +117,8 @@ def _populate(root: Path, host: SimHost, majors: device_nodes.Majors) -> None:
         if with_32bit:
             _soname_links(lib32, libs32, version)
         for name in BINARIES[1:]:
+            if name in MPS_BINARIES:
+                continue
             shutil.copy2(build_dir / "driver-tool", bindir / name)
 
     for name in GSP_FIRMWARE:

@@ -8,7 +8,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from simulator.driver_files import DriverLibrary
+from simulator.driver_files import MPS_CLIENT, DriverLibrary
 from simulator.host_spec import SimHost, SimulatorError
 from simulator.inventory_source import inventory_c_source
 
@@ -52,6 +52,14 @@ def build_nvidia_smi(inventory: Path, out: Path) -> None:
 def build_driver_tool(driver_version: str, out: Path) -> None:
     _run([compiler(), "-static", "-O2", f'-DNVSIM_DRIVER_VERSION="{driver_version}"',
           str(CSRC / "driver_tool.c"), "-o", str(out)], "the driver helper programs")
+
+
+def build_mps_programs(out_dir: Path) -> None:
+    """The simulated MPS: nvidia-cuda-mps-control (daemon and control program) and gct-cuda-mps-client
+    (a CUDA program's connection to it), static so that they run in any container rootfs."""
+    for source, name in (("mps_control.c", "nvidia-cuda-mps-control"), ("mps_client.c", MPS_CLIENT)):
+        _run([compiler(), "-static", "-O2", "-Wall", f"-I{CSRC}", str(CSRC / source), "-o", str(out_dir / name)],
+             name)
 
 
 def can_build_32bit(build_dir: Path) -> bool:
