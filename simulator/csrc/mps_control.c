@@ -123,12 +123,12 @@ static void reap_servers(void)
 static volatile sig_atomic_t server_done;
 static void on_term(int sig) { (void)sig; server_done = 1; }
 
-static void server_main(uid_t uid, const struct server *limits)
+static void server_main(uid_t uid, const struct server *limits, int ready)
 {
     signal(SIGTERM, on_term);
     signal(SIGINT, SIG_IGN);
     for (int fd = 3; fd < 1024; fd++)   /* the listening socket, the connection being served */
-        if (fd != d.log_fd)
+        if (fd != d.log_fd && fd != ready)
             close(fd);
     int log = openat(d.log_fd, "server.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (getuid() != uid && (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
@@ -145,6 +145,8 @@ static void server_main(uid_t uid, const struct server *limits)
             log_line(log, "Server", "Device %d pinned memory limit %s", i, size);
         }
     }
+    mps_write_all(ready, "1", 1);   /* started: the daemon may now answer (and end) it */
+    close(ready);
     while (!server_done)
         pause();
     log_line(log, "Server", "Server exiting");
@@ -174,13 +176,33 @@ static struct server *start_server(uid_t uid, char *err, size_t errlen)
     }
     struct server next = {.uid = uid, .active_thread_percentage = d.active_thread_percentage};
     memcpy(next.pinned, d.pinned, sizeof next.pinned);
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return NULL;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(ready[0]);
+        close(ready[1]);
         return NULL;
     }
-    if (pid == 0)
-        server_main(uid, &next);
+    if (pid == 0) {
+        close(ready[0]);
+        server_main(uid, &next, ready[1]);
+    }
+    close(ready[1]);
+    char ok = 0;
+    ssize_t got;
+    while ((got = read(ready[0], &ok, 1)) < 0 && errno == EINTR)
+        ;
+    close(ready[0]);
+    if (got != 1) {   /* it could not become the user, or died: see server.log */
+        waitpid(pid, NULL, 0);
+        snprintf(err, errlen, "the server for user id %u did not start (server.log)", (unsigned)uid);
+        return NULL;
+    }
     next.pid = pid;
     d.servers[d.nservers] = next;
     log_line(d.control_log, "Control", "Starting new server %ld for user %u", (long)pid, (unsigned)uid);
@@ -512,6 +534,7 @@ static int run_ui(void)
         }
         if (mps_write_all(fd, line, len) != 0)
             return 1;
+        size_t answered = 0;
         for (;;) {   /* the answer, up to its NUL */
             char c;
             ssize_t n = read(fd, &c, 1);
@@ -522,8 +545,15 @@ static int run_ui(void)
             if (c == 0)
                 break;
             putchar(c);
+            answered++;
         }
         fflush(stdout);
+        if (!strcmp(line, "quit\n") && !answered) {   /* quitting: the connection closes as the daemon exits */
+            char c;
+            while (read(fd, &c, 1) > 0 || errno == EINTR)
+                ;
+            break;
+        }
     }
     close(fd);
     return 0;
