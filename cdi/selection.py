@@ -35,7 +35,8 @@ def normalize_pci_bus_id(bus_id: str) -> str:
     return f"{int(domain, 16):08x}:{bus}:{rest}"
 
 
-def _lookup(device_id: str, inventory: Inventory) -> list[Gpu | MigDevice]:
+def lookup_devices(device_id: str, inventory: Inventory) -> list[Gpu | MigDevice]:
+    """The devices one id names (index, `g:m`, UUID, PCI bus id, `all`); [] when none."""
     form = classify_id(device_id)
     if form == "all":
         return inventory.all_devices()
@@ -75,7 +76,7 @@ def select_devices(request: DeviceRequest, inventory: Inventory, default_kind: s
                 device_id = "void"  # a CDI name we cannot map onto a GPU: reported below as the full name
             if device_id in ("none", "void"):
                 raise RequestError(f"unknown device id {raw!r}", where)
-        found = _lookup(device_id, inventory)
+        found = lookup_devices(device_id, inventory)
         if not found and device_id != "all":
             raise RequestError(_not_found(raw, device_id, request, inventory), where)
         for item in found:

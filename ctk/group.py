@@ -15,6 +15,7 @@ COMMANDS = {
     "config": "ctk.config_cmd:config",
     "hook": "ctk.hook_cmd:hook",
     "info": "ctk.info_cmd:info",
+    "mps": "ctk.mps_cmd:mps",
     "simulate": "ctk.simulate_cmd:simulate",
     "runtime": "ctk.runtime_cmd:runtime",
 }
