@@ -201,7 +201,8 @@ def stop(mps_root: str, uuid: str) -> None:
 
 def status(mps_root: str) -> list[dict]:
     """Each started daemon's share.json with what the daemon answers now: `running`, and the
-    `daemon_active_thread_percentage` and `daemon_pinned_mem_limit` (bytes) it gives new servers."""
+    `daemon_active_thread_percentage` and `daemon_pinned_mem_limit` (bytes) it gives new servers;
+    in device order."""
     try:
         names = sorted(os.listdir(mps_root))
     except FileNotFoundError:
@@ -222,4 +223,10 @@ def status(mps_root: str) -> list[dict]:
                        daemon_pinned_mem_limit=parse_size(answer[1]),
                        servers=[int(p) for p in answer[2:] if p.isdigit()])
         rows.append(row)
-    return rows
+    return sorted(rows, key=_device_order)
+
+
+def _device_order(row: dict) -> tuple:
+    """GPU 0, 1, 1:0, 2 ... as nvidia-smi lists them; a share.json without a device last."""
+    parts = str(row.get("device", "")).split(":")
+    return (0, [int(p) for p in parts], row["uuid"]) if all(p.isdigit() for p in parts) else (1, [], row["uuid"])
