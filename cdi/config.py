@@ -23,14 +23,18 @@ CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
 RELATIVE_PATH = "nvidia-container-runtime/config.toml"
 
 MODES = ("auto", "legacy", "cdi", "csv", "jit-cdi")
+# Values NVIDIA's config takes that this toolkit reads but refuses to run with (csv: Tegra boards'
+# CSV file lists): a config holding one still loads (the runtime then fails each GPU container with
+# one line saying so), `nvidia-ctk config --set` refuses to write one, and no message offers one.
+UNSUPPORTED_MODES = ("csv",)
 LOG_LEVELS = ("trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")
 FEATURES = ("allow-additional-gids", "allow-cuda-compat-libs-from-container", "allow-ldconfig-from-container",
             "allow-unknown-oci-spec-fields", "disable-cuda-compat-lib-hook", "disable-imex-channel-creation",
             "enable-cuda-compat-lib", "ignore-imex-channel-requests", "no-additional-gids-for-device-nodes")
 
 
-def _key(name: str, default: object, choices: tuple[str, ...] | None = None) -> object:
-    meta = {"toml": name, "choices": choices}
+def _key(name: str, default: object, choices: tuple[str, ...] | None = None, unsupported: tuple[str, ...] = ()) -> object:
+    meta = {"toml": name, "choices": choices, "unsupported": unsupported}
     if isinstance(default, list):
         return field(default_factory=lambda: tuple(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -72,7 +76,7 @@ class RuntimeConfig(Record, frozen=True):  # [nvidia-container-runtime]
     debug: str = _key("debug", "/dev/null")
     log_level: str = _key("log-level", "info", LOG_LEVELS)
     runtimes: tuple[str, ...] = _key("runtimes", ["runc", "crun"])
-    mode: str = _key("mode", "auto", MODES)
+    mode: str = _key("mode", "auto", MODES, UNSUPPORTED_MODES)
     modes: ModesConfig = _key("modes", ModesConfig())
 
 
@@ -143,7 +147,14 @@ def config_path(environ: dict | None = None) -> str:
 _TYPE_NAMES = {bool: "a boolean", str: "a string", tuple: "a list of strings"}
 
 
-def _convert(value: object, default: object, dotted: str, source: str, choices) -> object:
+def supported_choices(f) -> tuple[str, ...] | None:
+    """The values a key's field offers users: its choices but the unsupported ones."""
+    choices = f.metadata.get("choices")
+    return choices and tuple(c for c in choices if c not in f.metadata.get("unsupported", ()))
+
+
+def _convert(value: object, default: object, dotted: str, source: str, f) -> object:
+    choices = f.metadata.get("choices")
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, str):
@@ -154,7 +165,7 @@ def _convert(value: object, default: object, dotted: str, source: str, choices) 
     if not ok:
         raise ConfigError(f"{dotted} must be {_TYPE_NAMES[type(default)]}, not {type(value).__name__}", source)
     if choices and value not in choices:
-        raise ConfigError(f"{dotted} must be one of {', '.join(choices)}, not {value!r}", source)
+        raise ConfigError(f"{dotted} must be one of {', '.join(supported_choices(f))}, not {value!r}", source)
     return value
 
 
@@ -175,7 +186,7 @@ def _build(cls: type, table: dict, prefix: str, source: str) -> object:
                 raise ConfigError(f"{dotted} must be a table, not {type(value).__name__}", source)
             kwargs[f.name] = _build(type(default), value, f"{dotted}.", source)
         else:
-            kwargs[f.name] = _convert(value, default, dotted, source, f.metadata.get("choices"))
+            kwargs[f.name] = _convert(value, default, dotted, source, f)
     return cls(**kwargs)
 
 

@@ -12,7 +12,7 @@ silent no-op), while reading a config only warns about one.
 """
 from __future__ import annotations
 
-from cdi.config import FEATURES, Config, config_from_document
+from cdi.config import FEATURES, Config, config_from_document, supported_choices
 from cdi.errors import ConfigError
 from cdi.record import MISSING, fields, is_record
 
@@ -21,13 +21,14 @@ _BOOLEANS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
              **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
-def _default_of(dotted: str) -> object:
-    """The default of a leaf key (its type tells how to read a value); ConfigError when unknown."""
+def _field_of(dotted: str) -> tuple[object, tuple[str, ...] | None]:
+    """(the default, the values users may choose) of a leaf key: its type tells how to read a value;
+    ConfigError when unknown."""
     cls, parts = Config, dotted.split(".")
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if cls is Config and part == "features" and len(parts) == 2 and parts[1] in FEATURES:
-            return False
+            return False, None
         by_key = {f.metadata["toml"]: f for f in fields(cls) if f.metadata.get("toml")}
         f = by_key.get(part)
         if f is None or part == "features":
@@ -36,7 +37,7 @@ def _default_of(dotted: str) -> object:
         if is_record(default) and not last:
             cls = type(default)
         elif not is_record(default) and last:
-            return default
+            return default, supported_choices(f)
         else:
             break
     raise ConfigError(f"unknown config key {dotted!r}", "--set")
@@ -45,7 +46,7 @@ def _default_of(dotted: str) -> object:
 def parse_setting(setting: str, list_separator: str = ",") -> tuple[str, object]:
     """(dotted key, value) from `KEY=VALUE` or a bare boolean `KEY`."""
     key, has_value, text = setting.partition("=")
-    default = _default_of(key)
+    default, choices = _field_of(key)
     if isinstance(default, bool):
         if not has_value:
             return key, True
@@ -56,6 +57,8 @@ def parse_setting(setting: str, list_separator: str = ",") -> tuple[str, object]
         raise ConfigError(f"expected {key}=VALUE", "--set")
     if isinstance(default, tuple):
         return key, text.split(list_separator) if text else []
+    if choices and text not in choices:   # e.g. mode=csv, which the config reads but the runtime refuses
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}, not {text!r}", "--set")
     return key, text
 
 

@@ -58,7 +58,8 @@ def configure(engine: str, config_path: str | None, drop_in: str | None, hook_fi
               enable_cdi: bool, dry_run: bool, remove: bool) -> None:
     """Add (or with --remove, take out) the NVIDIA runtime in a container engine's configuration.
 
-    Never restarts the engine; it says which daemon to restart.
+    Never restarts or reloads the engine; it says which daemon to restart, or to reload where that is
+    enough (docker, for runtimes and default-runtime: running containers keep running).
     """
     if config_mode in ("oci-hook", "hook"):
         engine = "podman"
@@ -99,7 +100,10 @@ def configure(engine: str, config_path: str | None, drop_in: str | None, hook_fi
         return
     for change in shown:
         _info(f"{'removed' if change.after is None else 'wrote'} {change.path}")
-    if plan.restart:
+    if plan.restart and plan.reload_enough:
+        _info(f"reload {plan.restart} to apply this (nvidia-ctk does not), e.g. `systemctl reload {plan.restart}` "
+              "(a SIGHUP to the daemon): running containers keep running")
+    elif plan.restart:
         _info(f"restart {plan.restart} to apply this (nvidia-ctk does not restart it), "
               f"e.g. `systemctl restart {plan.restart}`")
     else:

@@ -117,7 +117,11 @@ def modify_bundle(program: str, command: RuncCommand, config, environ: dict[str,
         new = modes.apply_legacy(oci, hook_path, environ)
         edits = {"hooks": {"prestart": [modes.legacy_hook_entry(hook_path, environ)]}}
     else:
-        raise ShimError(f"mode {mode!r} is not supported by this runtime", "nvidia-container-runtime.mode")
+        from cdi.config import MODES, UNSUPPORTED_MODES
+
+        supported = ", ".join(m for m in MODES if m not in UNSUPPORTED_MODES)
+        raise ShimError(f"mode {mode!r} is not supported by this runtime; set one of {supported}",
+                        "nvidia-container-runtime.mode")
     if new != oci:
         write_spec(bundle, new)
     if checks is not None and launcher_exe and not log.warned:

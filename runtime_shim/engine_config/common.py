@@ -9,6 +9,7 @@ back, so an engine never sees half a configuration.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
@@ -79,6 +80,10 @@ class FileChange:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
+# Appended to a permission error of a non-root run: the engines' configs are root's files.
+RUN_AS_ROOT = "; run as root (sudo nvidia-ctk ...)"
+
+
 @dataclass
 class Plan:
     """The changes one `runtime configure` run makes, in the order they must be written."""
@@ -87,6 +92,9 @@ class Plan:
     changes: list[FileChange] = field(default_factory=list)
     # the daemon that must be restarted to read the new configuration, None when none needs it
     restart: str | None = None
+    # True when reloading that daemon (SIGHUP, `systemctl reload`) is enough: it re-reads the changed
+    # keys in place and its running containers keep running
+    reload_enough: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -112,7 +120,8 @@ def read_config_text(path: str) -> str | None:
         read = read_config_file(path)
         return None if read is None else config_text(read[0], path)
     except ConfigError as exc:
-        raise EngineConfigError(exc.what, exc.where) from None
+        denied = exc.what.endswith(os.strerror(errno.EACCES)) and os.geteuid() != 0
+        raise EngineConfigError(exc.what + (RUN_AS_ROOT if denied else ""), exc.where) from None
 
 
 def parse_json(text: str, path: str) -> object:
@@ -167,17 +176,22 @@ def _put(path: str, text: str | None, mode: int) -> None:
 def apply_plan(plan: Plan) -> list[str]:
     """Write every pending change in order; on failure restore what was already written. Returns the paths."""
     done: list[FileChange] = []
+    failed = None
     try:
-        for change in plan.pending:
-            _put(change.path, change.after, change.mode)
-            done.append(change)
+        for failed in plan.pending:
+            _put(failed.path, failed.after, failed.mode)
+            done.append(failed)
     except OSError as exc:
         for change in reversed(done):
             try:
                 _put(change.path, change.before, change.mode)
             except OSError:
                 pass  # the first error is the one to report
-        raise EngineConfigError(f"cannot write config: {exc.strerror or exc}", exc.filename or change.path) from None
+        # the file the user named, not the temp file beside it whose creation failed
+        what = f"cannot write config: {exc.strerror or exc}"
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and os.geteuid() != 0:
+            what += RUN_AS_ROOT
+        raise EngineConfigError(what, failed.path) from None
     return [c.path for c in done]
 
 

@@ -29,6 +29,10 @@ DEFAULT_CONFIG = "/etc/docker/daemon.json"
 UNDO_SUFFIX = ".nvidia-ctk-undo.json"
 DEFAULT_INDENT = "    "
 
+# The daemon.json keys dockerd re-reads on SIGHUP (`systemctl reload docker`) without stopping anything
+# (its daemon reload: runtimes and default-runtime, among others; `features` only at a start).
+RELOADABLE_KEYS = frozenset({"runtimes", "default-runtime"})
+
 _MISSING = object()
 Key = tuple[str, ...]
 
@@ -130,6 +134,19 @@ def _desired_values(obj: dict, request: RuntimeRequest) -> dict[Key, Any]:
     return wanted
 
 
+def _reload_enough(before: str | None, after: str | None) -> bool:
+    """Whether every top-level key that differs between the two daemon.json texts is one dockerd reloads."""
+    try:
+        old = json.loads(before) if before else {}
+        new = json.loads(after) if after else {}
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return False
+    changed = {key for key in old.keys() | new.keys() if old.get(key, _MISSING) != new.get(key, _MISSING)}
+    return changed <= RELOADABLE_KEYS
+
+
 def _load_record(config_path: str) -> tuple[str | None, dict | None]:
     text = read_config_text(undo_record_path(config_path))
     if text is None:
@@ -193,6 +210,7 @@ def plan_configure(config_path: str, request: RuntimeRequest) -> Plan:
     else:
         original = None  # edited by hand since: only the per-key undo is trustworthy
     plan.changes.append(FileChange(config_path, text, new_text))
+    plan.reload_enough = _reload_enough(text, new_text)
     plan.changes.append(FileChange(undo_record_path(config_path), record_text,
                                    _record_text(config_path, original, new_text, changes), show_diff=False,
                                    mode=0o600))  # it holds a copy of the user's config: root's eyes only
@@ -209,6 +227,7 @@ def plan_remove(config_path: str, request: RuntimeRequest) -> Plan:
             and isinstance(original, dict):
         # untouched since configure: put the user's bytes back exactly
         plan.changes.append(FileChange(config_path, text, None if original.get("absent") else original.get("text")))
+        plan.reload_enough = _reload_enough(text, plan.changes[-1].after)
         plan.changes.append(FileChange(undo_record_path(config_path), record_text, None, show_diff=False))
         return plan
 
@@ -241,6 +260,7 @@ def plan_remove(config_path: str, request: RuntimeRequest) -> Plan:
         new_text = None  # configure created the file
     if text is not None and new_text != text:
         plan.changes.append(FileChange(config_path, text, new_text))
+        plan.reload_enough = _reload_enough(text, new_text)
     if record_text is not None:
         plan.changes.append(FileChange(undo_record_path(config_path), record_text, None, show_diff=False))
     return plan

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -143,6 +146,36 @@ def test_dockerd_starts_with_the_written_daemon_json(workdir, private_dockerd):
     assert runtime_name == "nvidia"
     assert container_id in shim_log.read_text()  # dockerd ran the container through our shim
     docker(daemon, "rm", "via-nvidia")
+
+
+def test_a_reload_is_enough_for_dockerd_and_keeps_its_containers_running(workdir, private_dockerd):
+    """Issue 27.6: configure says `reload docker`, not restart, for runtimes/default-runtime. Checked on a
+    real dockerd: after a SIGHUP it lists the new runtime and runs a container with it, while a container
+    started before the change is still the same running process."""
+    daemon_json = workdir / "daemon.json"
+    daemon_json.write_text('{\n  "storage-driver": "vfs"\n}\n')
+    daemon = private_dockerd(daemon_json, env={"NVIDIA_CTK_CACHE_DIR": str(workdir / "shim-cache")})
+    docker(daemon, "import", str(busybox_image_tar(workdir)), "gct-busybox:latest")
+    docker(daemon, "run", "-d", "--name", "before", "gct-busybox:latest", "/bin/sleep", "600")
+    pid_before = docker(daemon, "inspect", "--format", "{{.State.Pid}}", "before").stdout.strip()
+
+    said = nvidia_ctk(f"--config={daemon_json}", f"--nvidia-runtime-path={SHIM}", "--set-as-default").stderr
+    assert "reload docker to apply this" in said and "restart" not in said
+    assert "nvidia" not in json.loads(docker(daemon, "info", "--format", "{{json .Runtimes}}").stdout)
+    os.kill(daemon.proc.pid, signal.SIGHUP)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = json.loads(docker(daemon, "info", "--format", "{{json .}}").stdout)
+        if "nvidia" in info["Runtimes"]:
+            break
+        time.sleep(0.2)
+    assert info["Runtimes"]["nvidia"]["path"] == str(SHIM) and info["DefaultRuntime"] == "nvidia"
+    state = docker(daemon, "inspect", "--format", "{{.State.Running}} {{.State.Pid}}", "before").stdout.split()
+    assert state == ["true", pid_before]   # the reload left the running container alone
+    if SHIM.exists():
+        run = docker(daemon, "run", "--rm", "gct-busybox:latest", "/bin/echo", "via the reloaded default")
+        assert run.stdout.strip() == "via the reloaded default"
+    docker(daemon, "rm", "-f", "before")
 
 
 def test_daemon_json_remove_restores_original(workdir):

@@ -76,8 +76,16 @@ def test_a_missing_file_is_an_empty_one_written_with_its_folders(tmp_path, monke
     (["--set", "features.no-such-feature"], "unknown config key 'features.no-such-feature' (--set)"),
     (["--set", "disable-require=maybe"], "disable-require must be a boolean (true or false), not 'maybe' (--set)"),
     (["--set", "nvidia-container-cli.root"], "expected nvidia-container-cli.root=VALUE (--set)"),
+    # issue 27.6: csv was accepted, then every GPU container failed; the list offers only what runs
     (["--set", "nvidia-container-runtime.mode=bogus"], "nvidia-container-runtime.mode must be one of auto, legacy, "
-                                                       "cdi, csv, jit-cdi, not 'bogus' ({path})"),
+                                                       "cdi, jit-cdi, not 'bogus' (--set)"),
+    (["--set", "nvidia-container-runtime.mode=csv"], "nvidia-container-runtime.mode must be one of auto, legacy, "
+                                                     "cdi, jit-cdi, not 'csv' (--set)"),
+    (["--set", "nvidia-container-runtime.log-level=verbose"], "nvidia-container-runtime.log-level must be one of "
+     "trace, debug, info, warn, warning, error, fatal, panic, not 'verbose' (--set)"),
+    (["--set", "nvidia-container-runtime.modes.legacy.cuda-compat-mode=copy"],
+     "nvidia-container-runtime.modes.legacy.cuda-compat-mode must be one of ldconfig, mount, disabled, hook, "
+     "not 'copy' (--set)"),
     (["--in-place", "--output", "x"], "--in-place and --output cannot be used together (--output)"),
 ])
 def test_bad_settings_are_one_line_and_change_nothing(tmp_path, capsys, args, message):
@@ -96,3 +104,17 @@ def test_a_file_that_is_not_toml(tmp_path, capsys):
     assert ctk_config("-c", str(path)) == 1
     err = capsys.readouterr().err
     assert err.startswith("nvidia-ctk: error: invalid TOML: ") and err.endswith(f"({path})\n") and err.count("\n") == 1
+
+
+def test_a_config_file_holding_csv_still_loads_and_its_typo_error_offers_no_csv(tmp_path):
+    """A config with NVIDIA's csv mode is read (the runtime refuses it per container); a typo's message
+    lists only the modes that run."""
+    from cdi.errors import ConfigError
+
+    path = tmp_path / "config.toml"
+    path.write_text('[nvidia-container-runtime]\nmode = "csv"\n')
+    assert load_config(str(path)).nvidia_container_runtime.mode == "csv"
+    path.write_text('[nvidia-container-runtime]\nmode = "cvs"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert info.value.what == "nvidia-container-runtime.mode must be one of auto, legacy, cdi, jit-cdi, not 'cvs'"

@@ -34,6 +34,61 @@ def test_configure_says_which_daemon_to_restart(tmp_path, capsys):
     assert "nothing to change" in capsys.readouterr().err
 
 
+def test_docker_runtimes_need_a_reload_and_features_a_restart(tmp_path, capsys):
+    """Issue 27.6: dockerd re-reads runtimes and default-runtime on SIGHUP (its running containers keep
+    running; tests/e2e/test_runtime_configure_e2e.py checks it with a real dockerd): no restart asked."""
+    cfg = tmp_path / "daemon.json"
+    assert ctk("--config", str(cfg), "--runtime-path", SHIM, "--set-as-default") == 0
+    err = capsys.readouterr().err
+    assert "nvidia-ctk: reload docker to apply this (nvidia-ctk does not), e.g. `systemctl reload docker` " \
+           "(a SIGHUP to the daemon): running containers keep running\n" in err and "restart" not in err
+    assert ctk("--config", str(cfg), "--runtime-path", SHIM, "--cdi.enabled") == 0
+    assert "restart docker to apply this" in capsys.readouterr().err   # features: read at dockerd's start
+    assert ctk("--config", str(cfg), "--remove") == 0
+    assert "restart docker to apply this" in capsys.readouterr().err   # takes features.cdi out again
+    assert ctk("--config", str(cfg), "--runtime-path", SHIM) == 0
+    capsys.readouterr()
+    assert ctk("--config", str(cfg), "--remove") == 0
+    assert "reload docker to apply this" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs nvidia-ctk as another user (setpriv), which needs root")
+def test_non_root_is_told_to_run_as_root_and_the_config_is_named(tmp_path):
+    """Issue 27.6: as non-root the error named the temp file it could not create beside the config."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    etc = tmp_path / "etc-docker"
+    etc.mkdir()
+    cfg = etc / "daemon.json"
+    cfg.write_text("{}\n")
+    repo = Path(__file__).resolve().parents[3]
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+            "ctk.main", "runtime", "configure", f"--config={cfg}", "--runtime-path=/bin/true"]
+    # the temp dirs above are root's and closed (0700): the config is then unreadable, as a closed /etc is
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=repo, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"nvidia-ctk: error: cannot read config: Permission denied; run as root "
+                           f"(sudo nvidia-ctk ...) ({cfg})\n")
+    # readable (a nobody-traversable copy of the path) but in root's directory: the write fails
+    opened = [p for p in (tmp_path, *tmp_path.parents) if p.stat().st_mode & 0o001 == 0]
+    modes = {p: p.stat().st_mode & 0o7777 for p in opened}
+    try:
+        for p in opened:
+            os.chmod(p, modes[p] | 0o001)
+        if not os.access(repo, os.X_OK):
+            pytest.skip("the checkout is closed to other users")
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=repo, timeout=60)
+    finally:
+        for p, mode in modes.items():
+            os.chmod(p, mode)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"nvidia-ctk: error: cannot write config: Permission denied; run as root "
+                           f"(sudo nvidia-ctk ...) ({cfg})\n")
+    assert cfg.read_text() == "{}\n" and os.listdir(etc) == ["daemon.json"]
+
+
 def test_aliases_of_the_real_tool(tmp_path):
     cfg = tmp_path / "daemon.json"
     assert ctk("--config", str(cfg), "--runtime-path", SHIM, "--nvidia-set-as-default", "--cdi.enable",
