@@ -94,7 +94,7 @@ def runtime_env() -> dict[str, str]:
 
 
 def _mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+    subprocess.run(["mount", "-n", *args], check=True, capture_output=True, text=True)
 
 
 def build(scratch: Path, config_text: str) -> None:

@@ -188,7 +188,7 @@ def _unmount_under(paths: list[Path]) -> None:
         points = [line.split()[4].replace("\\040", " ") for line in f]
     for point in sorted({p for p in points if any((p + "/").startswith(pre) for pre in prefixes)},
                         key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True)
+        subprocess.run(["umount", "-n", "-l", point], capture_output=True)
 
 
 def stop_daemon(daemon: Daemon) -> None:

@@ -22,7 +22,7 @@ def ensure_hugetlb_on_v1() -> None:
     if _mounted(HUGETLB) or not Path("/sys/fs/cgroup/unified").exists():
         return
     HUGETLB.mkdir(exist_ok=True)
-    result = subprocess.run(["mount", "-t", "cgroup", "-o", "hugetlb", "cgroup", str(HUGETLB)],
+    result = subprocess.run(["mount", "-n", "-t", "cgroup", "-o", "hugetlb", "cgroup", str(HUGETLB)],
                             capture_output=True, text=True)
     if result.returncode != 0 and "busy" not in result.stderr.lower():
         raise RuntimeError(f"cannot bind hugetlb to cgroup v1: {result.stderr.strip()}")

@@ -382,7 +382,7 @@ class Chroot:
 
     def run(self, script: str, env: dict[str, str] | None = None, check: bool = True,
             timeout: float = 300) -> subprocess.CompletedProcess:
-        wrapper = ('set -e; r="$1"; shift; mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"; '
+        wrapper = ('set -e; r="$1"; shift; mount -n -t proc proc "$r/proc"; mount -n --rbind /dev "$r/dev"; '
                    'exec chroot "$r" /bin/sh -c "$@"')
         base_env = {"PATH": CLEAN_PATH, "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root"}
         return sh(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrapper, "sh", str(self.root),
@@ -616,11 +616,11 @@ class OverlayHost:
     def __init__(self, base: Path):
         self.base = base
         mounts = "; ".join(
-            f"mkdir -p {base}/{d}-upper {base}/{d}-work && mount -t overlay overlay -o "
+            f"mkdir -p {base}/{d}-upper {base}/{d}-work && mount -n -t overlay overlay -o "
             f"lowerdir=/{d},upperdir={base}/{d}-upper,workdir={base}/{d}-work /{d}" for d in self.DIRS)
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             f"set -e; {mounts}; mount -t tmpfs -o mode=0755 gct-run /run; echo ready; exec sleep 3600"],
+             f"set -e; {mounts}; mount -n -t tmpfs -o mode=0755 gct-run /run; echo ready; exec sleep 3600"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         line = self.holder.stdout.readline()
         if line.strip() != "ready":

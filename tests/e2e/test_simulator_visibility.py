@@ -60,7 +60,7 @@ def probe(tmp_path):
 
 def nodes_script(dev_dir: str, majors: dict, minors: list[int], caps: list[int], ctl: bool = True) -> str:
     """Shell lines that mount an empty tmpfs over dev_dir and make only the given nodes in it."""
-    lines = [f"mount -t tmpfs -o mode=755 tmpfs {dev_dir}", f"mkdir {dev_dir}/nvidia-caps",
+    lines = [f"mount -n -t tmpfs -o mode=755 tmpfs {dev_dir}", f"mkdir {dev_dir}/nvidia-caps",
              f"mknod -m 666 {dev_dir}/null c 1 3"]
     if ctl:
         lines.append(f"mknod -m 666 {dev_dir}/nvidiactl c {majors['nvidia']} 255")

@@ -118,7 +118,7 @@ def test_enospc_while_rewriting_config_json(gpu_host, template, tmp_path, figure
     small.mkdir()
 
     def in_namespace():
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "gct-enospc", str(small)], check=True)
+        subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", "size=64k", "gct-enospc", str(small)], check=True)
         bundle = small / "bundle"
         bundle.mkdir()
         subprocess.run(["runc", "spec", "--bundle", str(bundle)], check=True)

@@ -51,7 +51,7 @@ def test_sequential_containers_with_rshared_root_leak_no_mount(gpu_host, templat
     runs = {mode: lifecycle(gpu_host, tmp_path / mode, mode) for mode in MODES}
 
     def in_namespace():
-        subprocess.run(["mount", "--make-rshared", "/"], check=True)
+        subprocess.run(["mount", "-n", "--make-rshared", "/"], check=True)
         # mounts this namespace did not have at the start: a mount the machine's other users remove goes from
         # here too (the kernel detaches mounts on a dentry removed in another namespace), which is no leak
         before = mountinfo_lines()

@@ -231,7 +231,7 @@ def test_a_compat_folder_through_a_magic_link_is_refused(world):
     before = tree_listing(host)
 
     def run():
-        subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+        subprocess.run(["mount", "-n", "-t", "proc", "proc", str(root / "proc")], check=True)
         return run_hook(bundle, with_compat("/" + LIB))
 
     result = run_in_private_mount_ns(run)
@@ -342,9 +342,9 @@ def test_a_proc_driver_folder_on_a_mount_shared_with_the_host_is_refused(params_
     shared = host / "nvidia"
 
     def setup():
-        subprocess.run(["mount", "--bind", str(shared), str(shared)], check=True)
-        subprocess.run(["mount", "--make-shared", str(shared)], check=True)
-        subprocess.run(["mount", "--bind", str(shared), str(folder)], check=True)   # a peer of the host's
+        subprocess.run(["mount", "-n", "--bind", str(shared), str(shared)], check=True)
+        subprocess.run(["mount", "-n", "--make-shared", str(shared)], check=True)
+        subprocess.run(["mount", "-n", "--bind", str(shared), str(folder)], check=True)   # a peer of the host's
 
     result, mounts = hook_in_namespace(bundle, args, setup)
     assert result.returncode == 1, result

@@ -264,9 +264,9 @@ def test_injected_mounts_never_propagate_through_a_shared_volume(world, tmp_path
     work, config, _ = world
     volume = tmp_path / "volume"
     volume.mkdir()
-    subprocess.run(["mount", "--bind", str(volume), str(volume)], check=True)
+    subprocess.run(["mount", "-n", "--bind", str(volume), str(volume)], check=True)
     try:
-        subprocess.run(["mount", "--make-shared", str(volume)], check=True)
+        subprocess.run(["mount", "-n", "--make-shared", str(volume)], check=True)
         rootfs = make_rootfs(tmp_path / "rootfs", glibc=True)
         bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", "echo STARTED"], env=["NVIDIA_VISIBLE_DEVICES=0"],
                              rootfs=rootfs)
@@ -279,7 +279,7 @@ def test_injected_mounts_never_propagate_through_a_shared_volume(world, tmp_path
         after = mount_table(str(volume))
         listing = sorted(os.listdir(volume))
     finally:
-        subprocess.run(["umount", "-l", str(volume)], check=False)
+        subprocess.run(["umount", "-n", "-l", str(volume)], check=False)
     assert after == before, "a mount propagated to the host"
     assert result.returncode != 0 and "STARTED" not in result.stdout
     assert HOOK_ERROR in result.stderr and "shared mount" in result.stderr, result.stderr

@@ -192,7 +192,7 @@ def _shared_volume_attack(base, unique):
         assert libc.mount(str(vol).encode(), str(vol).encode(), None, flags, None) == 0
     with process_in_mount_ns(propagation="unchanged") as pid:
         # the runtime binds the volume into the container (a peer of the host's volume mount)
-        subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "--bind", str(vol),
+        subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "-n", "--bind", str(vol),
                         str(root / "vol")], check=True)
         batch = RootfsBatch()
         batch.bind(str(base / "lib.so"), f"/usr/lib/{unique}.so", LIBRARY)  # /usr/lib -> /vol

@@ -242,10 +242,10 @@ def process_in_mount_ns(propagation: str = "private", proc_at=None, binds=(), cw
                 break
             subprocess.run(["sleep", "0.01"])
         if proc_at is not None:
-            subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-t", "proc", "proc", str(proc_at)],
+            subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-n", "-t", "proc", "proc", str(proc_at)],
                            check=True)
         for source, target in binds:
-            subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "--bind", str(source), str(target)],
+            subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "mount", "-n", "--bind", str(source), str(target)],
                            check=True)
         yield proc.pid
     finally:

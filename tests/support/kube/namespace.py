@@ -25,7 +25,7 @@ READY = "ready"
 
 
 def _mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True, capture_output=True)
+    subprocess.run(["mount", "-n", *args], check=True, capture_output=True)
 
 
 def _mount_points_below(directory: str) -> list[str]:

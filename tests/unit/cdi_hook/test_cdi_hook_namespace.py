@@ -166,7 +166,7 @@ def own_namespace_script(library: Path, bundle: Path, pid: str) -> str:
     """In the namespace the hook starts in: the library on the placeholder, the hook given `pid` (a
     shell expression) as the waiting init, then how many params copies that namespace has."""
     placeholder = bundle / "rootfs" / LIBRARY_DIR.lstrip("/") / LIBRARY
-    return (f"mount --bind '{library}' '{placeholder}' || exit 9\n"
+    return (f"mount -n --bind '{library}' '{placeholder}' || exit 9\n"
             f"sleep 300 & sleeper=$!\n"
             f"'{HOOK}' \"$@\" <<EOF\n{{\"status\": \"creating\", \"pid\": {pid}, \"bundle\": \"{bundle}\"}}\nEOF\n"
             f"rc=$?; kill $sleeper; grep -c '/{PARAMS_PATH} ' /proc/self/mountinfo; exit $rc")
@@ -211,7 +211,7 @@ def test_in_a_user_namespace_files_are_made_for_its_root():
         bundle = work / "bundle"
         write_bundle(bundle, "rootfs")
         (bundle / "rootfs/opt/volume").mkdir(parents=True)
-        init = in_user_namespace(f"mount -t tmpfs tmpfs '{bundle}/rootfs/opt/volume' && echo ready && exec sleep 120",
+        init = in_user_namespace(f"mount -n -t tmpfs tmpfs '{bundle}/rootfs/opt/volume' && echo ready && exec sleep 120",
                                  100000, 100000)
         try:
             assert init.stdout.readline() == "ready\n"

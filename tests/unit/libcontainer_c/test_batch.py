@@ -215,7 +215,7 @@ def userns_container():
     work.chmod(0o755)
     rootfs = work / "rootfs"
     (rootfs / "dev").mkdir(parents=True)
-    proc = in_user_namespace(f"mount -t tmpfs tmpfs '{rootfs}/dev' && echo ready && exec sleep 120", 100000, 100000)
+    proc = in_user_namespace(f"mount -n -t tmpfs tmpfs '{rootfs}/dev' && echo ready && exec sleep 120", 100000, 100000)
     try:
         assert proc.stdout.readline() == "ready\n", "the stand-in container did not start"
         yield proc.pid, rootfs

@@ -9,6 +9,7 @@ import pytest
 
 from runtime_shim.runc_argv import parse_runc_argv, reorder_command_args, CREATE_FLAGS
 from tests.unit.runtime_shim.argv_table import CASES, parametrize_cases
+from tests.support.mountns import private_run
 
 
 @parametrize_cases()
@@ -52,7 +53,8 @@ def test_reorder_keeps_arguments_after_a_double_dash_in_place():
 
 
 # The real runc decides: a valid create/run fails with a chdir into its (missing) bundle, or with no
-# config.json when the bundle is the current directory; a refused one never gets that far.
+# config.json when the bundle is the current directory; a refused one never gets that far. It runs
+# with an empty /run of its own: runc makes its default state dir /run/runc before it looks further.
 RUNC = shutil.which("runc")
 
 
@@ -60,7 +62,7 @@ RUNC = shutil.which("runc")
 @parametrize_cases([c for c in CASES if c["command"] in ("create", "run")])
 def test_table_agrees_with_real_runc(case, tmp_path):
     result = subprocess.run([RUNC, *case["argv"]], cwd=tmp_path, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=30)
+                            stdin=subprocess.DEVNULL, timeout=30, preexec_fn=private_run)
     assert result.returncode != 0 or "--help" in case["argv"] or "-h" in case["argv"]
     output = result.stderr + "".join(p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file())
     if not case["modify"]:
@@ -76,5 +78,5 @@ def test_table_agrees_with_real_runc(case, tmp_path):
 def test_table_says_when_real_runc_prints_its_version(case, tmp_path):
     """The shim prints its own version line first exactly when runc prints its version (issue 14.13)."""
     result = subprocess.run([RUNC, *case["argv"]], cwd=tmp_path, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=30)
+                            stdin=subprocess.DEVNULL, timeout=30, preexec_fn=private_run)
     assert ("runc version" in result.stdout) == case.get("version", False), result.stdout + result.stderr
