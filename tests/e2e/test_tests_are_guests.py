@@ -32,6 +32,9 @@ CHILD_TESTS = {
     # the real runc without --root (its default state dir is /run/runc), `mount` in a namespace
     # (libmount makes /run/mount unless -n)
     "runc and mount": ("tests/unit/runtime_shim/test_runc_argv.py", "tests/unit/cdi_hook/test_cdi_hook_namespace.py"),
+    # MPS control daemons (default pipe dir /tmp/nvidia-mps, log dir /var/log/nvidia-mps), their shm tmpfs
+    # and nvidia-ctk mps (default root /run/nvidia/mps): each test gives its own dirs
+    "mps": ("tests/unit/simulator/test_mps_control.py", "tests/unit/ctk/test_mps_cmd.py", "tests/e2e/test_mps_share.py"),
 }
 
 
