@@ -7,7 +7,7 @@ one MIG device, named by its GPU and compute instance, marks that MIG device onl
 XIDs (APPLICATION_XIDS: errors of one program, not of the GPU) change nothing;
 DP_DISABLE_HEALTHCHECKS=all (or xids) turns the checks off, a list of numbers ignores those XIDs too.
 Beyond NVIDIA's (whose devices never come back), a GPU that NVML lost and that answers again after a
-reset (GpuRecovered) is marked Healthy again, with its MIG devices.
+reset (GpuRecovered) is marked Healthy again, with its MIG devices (HealthWatcher.recover).
 
 The events come from an EventSource (one `wait(timeout)` call): the program's is NVML's
 (device_plugin.health_nvml), tests give their own.
@@ -88,6 +88,12 @@ HealthEvent = XidEvent | GpuLost | GpuRecovered
 class EventSource(Protocol):
     def wait(self, timeout: float) -> list[HealthEvent]: ...
 
+    # optional: `answers(gpu_uuid) -> bool`, the driver answers for the GPU (it is not lost); a source
+    # without it gives no recovery
+
+
+RECOVERY_POLL_SECONDS = 0.5
+
 
 def ignored_xids(environ: dict[str, str]) -> frozenset[int] | None:
     """The XIDs that change nothing; None: health checks are off (DP_DISABLE_HEALTHCHECKS)."""
@@ -104,12 +110,18 @@ def ignored_xids(environ: dict[str, str]) -> frozenset[int] | None:
 class HealthWatcher:
     """Applies the events of source to health: a critical XID on a GPU marks devices_of(gpu_uuid) (the
     GPU and its MIG devices), one on a MIG device mig_of(gpu_uuid, gi, ci) (its UUID, None: not one
-    this plugin serves, as NVIDIA's skips it)."""
+    this plugin serves, as NVIDIA's skips it).
+
+    Recovery: a GPU that does not answer the driver after its critical XID goes into `lost`, and is asked
+    again every RECOVERY_POLL_SECONDS; once it answers it is GpuRecovered. `lost` belongs to the caller,
+    so that a GPU lost before the plugins started over is still watched by the next watcher (its health
+    is kept across restarts too)."""
 
     def __init__(self, source: EventSource, health: DeviceHealth, devices_of, ignored: frozenset[int],
-                 mig_of=lambda gpu_uuid, gi, ci: None):
+                 mig_of=lambda gpu_uuid, gi, ci: None, lost: set[str] | None = None):
         self.source, self.health, self.devices_of, self.ignored = source, health, devices_of, ignored
         self.mig_of = mig_of
+        self.lost = set() if lost is None else lost
         self._stop = threading.Event()
 
     def handle(self, event: HealthEvent) -> bool:
@@ -120,15 +132,29 @@ class HealthWatcher:
             return self.health.set_healthy(self.devices_of(event.gpu_uuid), False)
         if event.xid in self.ignored:
             return False
+        if not self._answers(event.gpu_uuid):
+            self.lost.add(event.gpu_uuid)
         if event.gi is not None:
             mig = self.mig_of(event.gpu_uuid, event.gi, event.ci)
             return mig is not None and self.health.set_healthy([mig], False)
         return self.health.set_healthy(self.devices_of(event.gpu_uuid), False)
 
+    def _answers(self, uuid: str) -> bool:
+        answers = getattr(self.source, "answers", None)
+        return answers is None or answers(uuid)
+
+    def recover(self) -> None:
+        """Marks Healthy the lost GPUs that answer again."""
+        for uuid in sorted(self.lost):
+            if self._answers(uuid):
+                self.lost.discard(uuid)
+                self.handle(GpuRecovered(uuid))
+
     def run(self) -> None:
         try:
             while not self._stop.is_set():
-                for event in self.source.wait(1.0):
+                self.recover()
+                for event in self.source.wait(RECOVERY_POLL_SECONDS if self.lost else 1.0):
                     self.handle(event)
         finally:
             close = getattr(self.source, "close", None)

@@ -7,22 +7,18 @@ gpuInstanceId/computeInstanceId are not 0xFFFFFFFF, names its GPU and compute in
 types are skipped. The event's device handle names the GPU, so an event from a GPU that is lost by
 the time it is read (XID 79) still names it.
 
-Beyond NVIDIA's: recovery. After each XID the source asks NVML about the GPU (nvmlDeviceGetHandleByUUID,
-nvmlDeviceGetUUID); a GPU that does not answer (NVML_ERROR_GPU_IS_LOST, ...) is asked again every
-RECOVERY_POLL_SECONDS, and when it answers again (after a reset) the source reports GpuRecovered, which
-marks the GPU and its MIG devices Healthy. A GPU whose XID left it answering stays Unhealthy, as with
-NVIDIA's plugin: nothing NVML says tells that it was reset.
+`answers(uuid)` asks NVML about a GPU (nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID): the watcher's
+recovery of a lost GPU (device_plugin.health.HealthWatcher) asks it.
 """
 from __future__ import annotations
 
 from cdi.log import get_logger
-from device_plugin.health import GpuLost, GpuRecovered, HealthEvent, XidEvent
+from device_plugin.health import GpuLost, HealthEvent, XidEvent
 
 LOG = get_logger("nvidia-device-plugin")
 EVENT_XID_CRITICAL_ERROR = 0x8          # nvmlEventTypeXidCriticalError
 EVENT_ECC = 0x1 | 0x2                   # nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError
 WHOLE_GPU = 0xFFFFFFFF                  # gpuInstanceId/computeInstanceId of an event about the whole GPU
-RECOVERY_POLL_SECONDS = 0.5
 
 
 class NvmlEventSource:
@@ -34,7 +30,6 @@ class NvmlEventSource:
         self.nvml = nvml
         self.event_set = nvml.event_set_create()
         self.gpus: dict[int, str] = {}   # handle address -> GPU UUID
-        self.lost: set[str] = set()
         for index in range(nvml.device_count()):
             try:
                 handle = nvml.device_handle_by_index(index)
@@ -58,12 +53,6 @@ class NvmlEventSource:
     def wait(self, timeout: float) -> list[HealthEvent]:
         from cdi.nvml_binding import ERROR_TIMEOUT, NvmlCallError
 
-        if self.lost:
-            recovered = sorted(uuid for uuid in self.lost if self.answers(uuid))
-            if recovered:
-                self.lost.difference_update(recovered)
-                return [GpuRecovered(uuid) for uuid in recovered]
-            timeout = min(timeout, RECOVERY_POLL_SECONDS)
         try:
             data = self.nvml.event_set_wait(self.event_set, max(0, int(timeout * 1000)))
         except NvmlCallError as e:
@@ -75,8 +64,6 @@ class NvmlEventSource:
         uuid = self.gpus.get(data.device)
         if data.eventType != EVENT_XID_CRITICAL_ERROR or uuid is None:
             return []
-        if not self.answers(uuid):
-            self.lost.add(uuid)
         mig = data.gpuInstanceId != WHOLE_GPU and data.computeInstanceId != WHOLE_GPU
         return [XidEvent(uuid, data.eventData, data.gpuInstanceId if mig else None,
                          data.computeInstanceId if mig else None)]

@@ -65,6 +65,7 @@ class PluginManager:
     def __init__(self, sources: Sources, config: Config):
         self.sources, self.config = sources, config
         self.health = DeviceHealth()
+        self.lost_gpus: set[str] = set()   # GPUs the driver lost, watched for recovery across restarts
         self.servers: list[PluginServer] = []
         self.resources: list[Resource] = []
         self._stop, self._reload = threading.Event(), threading.Event()
@@ -119,7 +120,7 @@ class PluginManager:
         members = {g.uuid: [g.uuid, *(m.uuid for m in g.mig_devices)] for g in inventory.gpus}
         migs = {(g.uuid, m.gi, m.ci): m.uuid for g in inventory.gpus for m in g.mig_devices}
         self._health_watcher = HealthWatcher(source, self.health, lambda uuid: members.get(uuid, []), ignored,
-                                             lambda uuid, gi, ci: migs.get((uuid, gi, ci)))
+                                             lambda uuid, gi, ci: migs.get((uuid, gi, ci)), self.lost_gpus)
         threading.Thread(target=self._health_watcher.run, name="health", daemon=True).start()
 
     def stop_plugins(self) -> None:

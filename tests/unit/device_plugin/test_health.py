@@ -36,3 +36,23 @@ def test_a_mig_xid_marks_that_mig_device_and_a_recovered_gpu_comes_back():
     assert [health.health(u) for u in ("GPU-a", "MIG-a3", "MIG-a4")] == ["Unhealthy"] * 3
     assert watcher.handle(GpuRecovered("GPU-a"))
     assert [health.health(u) for u in ("GPU-a", "MIG-a3", "MIG-a4")] == ["Healthy"] * 3
+
+
+def test_a_lost_gpu_is_watched_until_it_answers_even_by_the_next_watcher():
+    class Source:
+        def __init__(self):
+            self.lost = {"GPU-a"}
+
+        def answers(self, gpu):
+            return gpu not in self.lost
+
+    health, source, lost = DeviceHealth(), Source(), set()
+    first = HealthWatcher(source, health, devices_of=lambda gpu: [gpu], ignored=ignored_xids({}), lost=lost)
+    assert first.handle(XidEvent("GPU-a", 79)) and first.handle(XidEvent("GPU-b", 48))
+    assert lost == {"GPU-a"}                             # GPU-b still answers: it is not watched
+    second = HealthWatcher(source, health, devices_of=lambda gpu: [gpu], ignored=ignored_xids({}), lost=lost)
+    second.recover()
+    assert health.health("GPU-a") == "Unhealthy"
+    source.lost.clear()                                  # reset
+    second.recover()
+    assert (health.health("GPU-a"), health.health("GPU-b"), lost) == ("Healthy", "Unhealthy", set())

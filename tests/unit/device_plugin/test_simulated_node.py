@@ -40,11 +40,11 @@ def dgx(tmp_path_factory):
 
 
 class Plugin:
-    def __init__(self, root, plugin_dir, tmp_path):
+    def __init__(self, root, plugin_dir, tmp_path, *args: str):
         self.plugin_dir = plugin_dir
         self.process = subprocess.Popen(
             [str(PROGRAM), "--nvidia-driver-root", str(root), "--device-plugin-dir", str(plugin_dir),
-             "--cdi-root", str(tmp_path / "cdi"), "--mig-strategy", "mixed"],
+             "--cdi-root", str(tmp_path / "cdi"), "--mig-strategy", "mixed", *args],
             stderr=subprocess.PIPE, text=True, env=ENV)
 
     def stub(self, endpoint: str):
@@ -60,8 +60,8 @@ class Plugin:
 
 
 @pytest.fixture
-def plugin(dgx, plugin_dir, kubelet, tmp_path):
-    running = Plugin(dgx[0], plugin_dir, tmp_path)
+def plugin(dgx, plugin_dir, kubelet, tmp_path, request):
+    running = Plugin(dgx[0], plugin_dir, tmp_path, *getattr(request, "param", ()))
     try:
         assert {r.resource_name for r in kubelet.wait_for(2)} == {"nvidia.com/gpu", "nvidia.com/mig-1g.5gb"}
         yield running
@@ -138,3 +138,33 @@ def test_list_and_watch_follows_xids_and_resets(dgx, plugin):
         mig_stream.cancel()
     log = plugin.stop()
     assert "health checks off" not in log
+
+
+@pytest.mark.parametrize("plugin", [("--fail-on-init-error=false",)], indirect=True)
+def test_a_gpu_lost_across_a_restart_of_the_plugins_comes_back(dgx, plugin, kubelet):
+    """SIGHUP while GPU 2 is lost, with --fail-on-init-error=false: the GPUs cannot be read (the plugins wait
+    and retry); after the reset the plugins start again and GPU 2, Unhealthy since its XID, is Healthy
+    again. (With failOnInitError true, as NVIDIA's default, the program ends there and a new one starts
+    with every device Healthy.)"""
+    root, inventory = dgx
+    lost = inventory.gpus[2].uuid
+    stub, channel = plugin.stub("nvidia-gpu.sock")
+    with channel:
+        stream = stub.ListAndWatch(pb.Empty(), timeout=120)
+        next(stream)
+        simulate("xid", str(root), "--gpu", "2", "--xid", "79")
+        assert next_where(stream, lambda h: h[lost] == "Unhealthy")[lost] == "Unhealthy"
+        stream.cancel()
+    plugin.process.send_signal(signal.SIGHUP)
+    line = ""
+    while "retrying in" not in line:   # the GPUs cannot be read while GPU 2 is lost
+        line = plugin.process.stderr.readline()
+        assert line, "the plugin ended"
+    assert "GPU is lost" in line, line
+    simulate("reset", str(root), "--gpu", "2")
+    kubelet.wait_for(4)   # registered again
+    stub, channel = plugin.stub("nvidia-gpu.sock")
+    with channel:
+        stream = stub.ListAndWatch(pb.Empty(), timeout=120, wait_for_ready=True)
+        assert next_where(stream, lambda h: h[lost] == "Healthy")[lost] == "Healthy"
+        stream.cancel()
