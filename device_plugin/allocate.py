@@ -11,11 +11,17 @@ when only CDI strategies are on, nothing else is added (passDeviceSpecs and GDS/
 <id> is the device's UUID or index (--device-id-strategy). The CDI names are those of the spec
 `nvidia-ctk cdi generate` writes for the host (kind nvidia.com/gpu, devices named by index and UUID),
 so every path goes through the injection code the toolkit already has.
+
+Time-sliced replicas (`<UUID>::<n>`, device_plugin.replicas) are their real device: a container given
+two replicas of one GPU gets that GPU once. With sharing.timeSlicing.failRequestsGreaterThanOne a
+request for more than one replica is refused, as NVIDIA's plugin refuses it ("maximum request size for
+shared resources is 1; found 2"); the kubelet then fails the pod (UnexpectedAdmissionError).
 """
 from __future__ import annotations
 
 import os
 import uuid as uuid_module
+from dataclasses import replace
 
 from cdi.annotations import annotation_key, annotation_value
 from cdi.errors import CdiError
@@ -34,7 +40,8 @@ MAX_IDS_PER_CONTAINER = 1024
 
 
 class AllocateError(CdiError):
-    """An Allocate request the plugin refuses (an ID it never offered, too many IDs)."""
+    """An Allocate request the plugin refuses (an ID it never offered, too many IDs, more than one shared
+    replica with failRequestsGreaterThanOne)."""
 
 
 def cdi_name(device_id: str) -> str:
@@ -53,6 +60,21 @@ def requested_devices(resource: Resource, ids, where: str) -> list[PluginDevice]
             raise AllocateError(f"unknown device {device_id!r}: not a device of {resource.name}", where)
         devices.append(device)
     return devices
+
+
+def check_shared_request(config: Config, devices: list[PluginDevice], where: str) -> None:
+    """AllocateError for a request of more than one replica when failRequestsGreaterThanOne is set."""
+    fail = config.time_slicing is not None and config.time_slicing.fail_requests_greater_than_one
+    if fail and len(devices) > 1 and any(d.replica is not None for d in devices):
+        raise AllocateError(f"maximum request size for shared resources is 1; found {len(devices)}", where)
+
+
+def distinct_devices(devices: list[PluginDevice]) -> list[PluginDevice]:
+    """The real devices of devices (replicas of one device collapsed), in order of first appearance."""
+    seen: dict[str, PluginDevice] = {}
+    for device in devices:
+        seen.setdefault(device.uuid, replace(device, replica=None))
+    return list(seen.values())
 
 
 def device_specs(config: Config, devices: list[PluginDevice]) -> list[pb.DeviceSpec]:
@@ -96,6 +118,10 @@ def container_response(config: Config, devices: list[PluginDevice]) -> pb.Contai
 def allocate(config: Config, resource: Resource, request: pb.AllocateRequest) -> pb.AllocateResponse:
     """One response per container request; AllocateError (nothing allocated) if any names a device the
     resource does not have."""
-    containers = [requested_devices(resource, r.devices_ids, f"{resource.name} container {n}")
-                  for n, r in enumerate(request.container_requests)]
+    containers = []
+    for n, container in enumerate(request.container_requests):
+        where = f"{resource.name} container {n}"
+        devices = requested_devices(resource, container.devices_ids, where)
+        check_shared_request(config, devices, where)
+        containers.append(distinct_devices(devices))
     return pb.AllocateResponse(container_responses=[container_response(config, ds) for ds in containers])

@@ -90,7 +90,7 @@ BY_DEST = {s.dest: s for s in SETTINGS}
 
 # Keys of NVIDIA's config file v1 that this plugin reads, or accepts and ignores (None: a section whose
 # every key is accepted). `gfd` belongs to gpu-feature-discovery; `resources` renaming is ignored by
-# NVIDIA's plugin too; `sharing` (time-slicing, MPS) is refused by load_file as not supported.
+# NVIDIA's plugin too; `sharing` is read by load_time_slicing (MPS is refused there as not supported).
 FILE_KEYS = {
     "version": None, "flags": None, "resources": None, "sharing": None, "imex": None,
 }
@@ -99,6 +99,31 @@ FLAG_KEYS = {"migStrategy", "failOnInitError", "nvidiaDriverRoot", "nvidiaDevRoo
 PLUGIN_KEYS = {"passDeviceSpecs", "deviceListStrategy", "deviceIDStrategy", "cdiAnnotationPrefix", "nvidiaCTKPath",
                "containerDriverRoot", "nvidiaHookPath", "cdiFeatureFlags"}
 GFD_KEYS = {"oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile"}
+SHARING_KEYS = {"timeSlicing", "mps"}
+TIME_SLICING_KEYS = {"renameByDefault", "failRequestsGreaterThanOne", "resources"}
+REPLICATED_RESOURCE_KEYS = {"name", "rename", "devices", "replicas"}
+SHARED_SUFFIX = ".shared"   # renameByDefault: nvidia.com/gpu -> nvidia.com/gpu.shared
+
+
+@dataclass(frozen=True)
+class ReplicatedResource:
+    """One resource to time-slice: each of its devices (all, the first count, or those listed by index,
+    MIG index `<gpu>:<mig>` or UUID) is offered replicas times, as rename when that is set."""
+    name: str                            # e.g. nvidia.com/gpu, nvidia.com/mig-1g.5gb
+    replicas: int
+    rename: str = ""
+    devices: str | int | tuple[str, ...] = "all"
+
+    @property
+    def shared_name(self) -> str:
+        return self.rename or self.name
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    """sharing.timeSlicing of NVIDIA's config file v1."""
+    resources: tuple[ReplicatedResource, ...]
+    fail_requests_greater_than_one: bool = False
 
 
 @dataclass
@@ -121,6 +146,7 @@ class Config:
     config_file: str = ""
     device_plugin_dir: str = DEFAULT_DEVICE_PLUGIN_DIR
     cdi_root: str = ""
+    time_slicing: TimeSlicing | None = None   # only from the config file (sharing.timeSlicing)
 
     @property
     def device_root(self) -> str:
@@ -201,8 +227,6 @@ def load_file(path: str) -> dict[str, object]:
     version = data.get("version", CONFIG_VERSION)
     if version != CONFIG_VERSION:
         raise ConfigError(f"unsupported config version {version!r} (expected {CONFIG_VERSION!r})", f"{path}: version")
-    if data.get("sharing"):
-        raise ConfigError("GPU sharing (time-slicing, MPS) is not supported by this plugin", f"{path}: sharing")
     flags = data.get("flags") or {}
     if not isinstance(flags, dict):
         raise ConfigError("must be a mapping", f"{path}: flags")
@@ -221,7 +245,104 @@ def load_file(path: str) -> dict[str, object]:
             node = node.get(key) if isinstance(node, dict) else None
         if node is not None:
             values[setting.dest] = convert(setting, node, f"{path}: flags.{'.'.join(setting.file_keys)}")
+    time_slicing = load_time_slicing(data.get("sharing"), path)
+    if time_slicing is not None:
+        values["time_slicing"] = time_slicing
     return values
+
+
+def _mapping(value: object, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("must be a mapping", where)
+    return value
+
+
+def _resource_name(value: object, where: str) -> str:
+    """A resource name as NVIDIA's config takes it: `gpu` or `nvidia.com/gpu`, `mig-1g.5gb` or
+    `nvidia.com/mig-1g.5gb`."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("expected a resource name such as nvidia.com/gpu", where)
+    name = value.strip()
+    if "/" not in name:
+        name = f"nvidia.com/{name}"
+    vendor, _, short = name.partition("/")
+    if vendor != "nvidia.com" or not short or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in short):
+        raise ConfigError(f"invalid resource name {value!r} (expected nvidia.com/<name>, e.g. nvidia.com/gpu)", where)
+    return name
+
+
+def _replicated_devices(value: object, where: str) -> str | int | tuple[str, ...]:
+    """`all`, a count (> 0) or a list of GPU indexes, MIG indexes (`0:1`) or UUIDs, as NVIDIA's decoder
+    takes them."""
+    if value is None or value == "all":
+        return "all"
+    if isinstance(value, bool):
+        raise ConfigError(f"unrecognized devices {value!r} (expected all, a count or a list)", where)
+    if isinstance(value, int):
+        if value <= 0:
+            raise ConfigError(f"devices set as {value} but a count of devices must be > 0", where)
+        return value
+    if isinstance(value, str):
+        raise ConfigError(f"devices set as {value!r} but the only valid string input is 'all'", where)
+    if isinstance(value, list) and value:
+        refs = []
+        for item in value:
+            if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+                refs.append(str(item))
+            elif isinstance(item, str) and item.strip():
+                refs.append(item.strip())
+            else:
+                raise ConfigError(f"unsupported device {item!r} in the devices list (a GPU index, a MIG index "
+                                  "such as 0:1, or a UUID)", where)
+        return tuple(refs)
+    raise ConfigError(f"unrecognized devices {value!r} (expected all, a count or a list)", where)
+
+
+def _replicated_resource(item: object, rename_by_default: bool, where: str) -> ReplicatedResource:
+    item = _mapping(item, where)
+    _check_keys(item, REPLICATED_RESOURCE_KEYS, f"{where.split(': ', 1)[-1]}.")
+    if "name" not in item:
+        raise ConfigError("no resource name specified", where)
+    name = _resource_name(item["name"], f"{where}.name")
+    replicas = item.get("replicas")
+    if replicas is None:
+        raise ConfigError("no replicas specified", where)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas <= 0:
+        raise ConfigError(f"number of replicas must be a whole number > 0, got {replicas!r}", f"{where}.replicas")
+    rename = _resource_name(item["rename"], f"{where}.rename") if item.get("rename") else ""
+    if not rename and rename_by_default:
+        rename = name + SHARED_SUFFIX
+    return ReplicatedResource(name=name, replicas=replicas, rename=rename,
+                              devices=_replicated_devices(item.get("devices"), f"{where}.devices"))
+
+
+def load_time_slicing(sharing: object, path: str) -> TimeSlicing | None:
+    """The config file's sharing.timeSlicing (None: no sharing); ConfigError for an unknown key, a bad
+    value, or sharing.mps (not supported by this plugin)."""
+    sharing = _mapping(sharing, f"{path}: sharing")
+    _check_keys(sharing, SHARING_KEYS, "sharing.")
+    if sharing.get("mps"):
+        raise ConfigError("MPS sharing is not supported by this plugin (use sharing.timeSlicing)",
+                          f"{path}: sharing.mps")
+    section = _mapping(sharing.get("timeSlicing"), f"{path}: sharing.timeSlicing")
+    if not section:
+        return None
+    _check_keys(section, TIME_SLICING_KEYS, "sharing.timeSlicing.")
+    where = f"{path}: sharing.timeSlicing"
+    rename_by_default = parse_bool(section.get("renameByDefault", False), f"{where}.renameByDefault")
+    fail = parse_bool(section.get("failRequestsGreaterThanOne", False), f"{where}.failRequestsGreaterThanOne")
+    items = section.get("resources")
+    if not isinstance(items, list) or not items:
+        raise ConfigError("no resources specified (a list of {name, replicas})", f"{where}.resources")
+    resources = tuple(_replicated_resource(item, rename_by_default, f"{where}.resources[{n}]")
+                      for n, item in enumerate(items))
+    names = [r.name for r in resources]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"resource {name!r} is listed more than once", f"{where}.resources")
+    return TimeSlicing(resources=resources, fail_requests_greater_than_one=fail)
 
 
 def check(config: Config) -> Config:

@@ -12,6 +12,9 @@ and each MIG device's attributes (nvmlDeviceGetAttributes_v2). The labels are GF
   (`nvidia.com/cuda.driver-version.{major,minor,revision,full}`, `nvidia.com/cuda.runtime-version.*`,
   and the deprecated `nvidia.com/cuda.driver.{major,minor,rev}`, `nvidia.com/cuda.runtime.{major,minor}`),
   `nvidia.com/mig.capable`, `nvidia.com/mps.capable` (false: no MPS sharing here);
+- with time-slicing (sharing.timeSlicing, more than 1 replica) a resource's `replicas` is the configured
+  number, its `sharing-strategy` is `time-slicing` and its `product` ends in `-SHARED` unless the shared
+  resource is renamed (GFD's rule; keys keep the resource's own name);
 - the GPUs as `nvidia.com/gpu.{product,count,replicas,sharing-strategy,memory,family,compute.major,
   compute.minor}`: per GPU model, counted with the GPUs in MIG mode (GFD counts them too). A model whose
   every GPU is in MIG mode gets replicas 0, as GFD's labeler without sharing gives; with several models,
@@ -89,12 +92,31 @@ def product_name(*parts: str) -> str:
     return "-".join(kept)
 
 
-def _resource(resource: str, count: int, product: str, replicas: int) -> dict[str, str]:
+# resource name (before any rename) -> (replicas, renamed): the time-sliced resources of the config
+Sharing = dict[str, tuple[int, bool]]
+
+
+def sharing_of(time_slicing) -> Sharing:
+    """The time-sliced resources of a config's sharing.timeSlicing (None: no sharing)."""
+    if time_slicing is None:
+        return {}
+    return {r.name: (r.replicas, bool(r.rename)) for r in time_slicing.resources}
+
+
+def _resource(resource: str, count: int, product: str, replicas: int, sharing: Sharing | None = None
+              ) -> dict[str, str]:
+    """GFD's base labels of a resource; with time-slicing (more than 1 replica) replicas says how many,
+    sharing-strategy `time-slicing`, and the product gets `-SHARED` unless the shared resource is renamed."""
+    strategy = "none"
+    shared_replicas, renamed = (sharing or {}).get(resource, (1, False))
+    if replicas and shared_replicas > 1:
+        replicas, strategy = shared_replicas, "time-slicing"
+        product = product if renamed else f"{product}-SHARED"
     return {f"{resource}.product": product, f"{resource}.count": str(count), f"{resource}.replicas": str(replicas),
-            f"{resource}.sharing-strategy": "none"}
+            f"{resource}.sharing-strategy": strategy}
 
 
-def _full_gpu_labels(gpus: tuple[GpuFacts, ...]) -> dict[str, str]:
+def _full_gpu_labels(gpus: tuple[GpuFacts, ...], sharing: Sharing) -> dict[str, str]:
     """GFD's full-GPU labels: per model (count includes GPUs in MIG mode); models only in MIG mode first,
     without sharing (replicas 0), then the others (replicas 1) over them."""
     counts: dict[str, int] = {}
@@ -103,7 +125,7 @@ def _full_gpu_labels(gpus: tuple[GpuFacts, ...]) -> dict[str, str]:
     labels: dict[str, str] = {}
     for in_mig_mode in (True, False):
         for gpu in {g.name: g for g in gpus if g.mig_enabled == in_mig_mode}.values():
-            labels.update(_resource(GPU, counts[gpu.name], product_name(gpu.name), 0 if in_mig_mode else 1))
+            labels.update(_resource(GPU, counts[gpu.name], product_name(gpu.name), 0 if in_mig_mode else 1, sharing))
             if gpu.memory_mb:
                 labels[f"{GPU}.memory"] = str(gpu.memory_mb)
             major, minor = gpu.compute
@@ -113,8 +135,9 @@ def _full_gpu_labels(gpus: tuple[GpuFacts, ...]) -> dict[str, str]:
     return labels
 
 
-def _mig_resource_labels(resource: str, parent: GpuFacts, mig: MigFacts, count: int) -> dict[str, str]:
-    labels = _resource(resource, count, product_name(parent.name, "MIG", mig.profile), 1)
+def _mig_resource_labels(resource: str, parent: GpuFacts, mig: MigFacts, count: int, sharing: Sharing
+                         ) -> dict[str, str]:
+    labels = _resource(resource, count, product_name(parent.name, "MIG", mig.profile), 1, sharing)
     labels.update({f"{resource}.{key}": str(value) for key, value in mig.attributes.items()})
     return labels
 
@@ -129,7 +152,7 @@ def _by_profile(gpus) -> dict[str, tuple[GpuFacts, MigFacts, int]]:
     return found
 
 
-def _single_labels(gpus: tuple[GpuFacts, ...]) -> dict[str, str]:
+def _single_labels(gpus: tuple[GpuFacts, ...], sharing: Sharing) -> dict[str, str]:
     in_mig_mode = [g for g in gpus if g.mig_enabled]
     if not in_mig_mode:
         return {}   # as mig-strategy none
@@ -138,13 +161,13 @@ def _single_labels(gpus: tuple[GpuFacts, ...]) -> dict[str, str]:
         return {f"{GPU}.product": product_name(in_mig_mode[0].name, "MIG", "INVALID"), f"{GPU}.count": "0",
                 f"{GPU}.replicas": "0", f"{GPU}.memory": "0"}
     (gpu, mig, count), = profiles.values()
-    return _mig_resource_labels(GPU, gpu, mig, count)
+    return _mig_resource_labels(GPU, gpu, mig, count, sharing)
 
 
-def _mixed_labels(gpus: tuple[GpuFacts, ...]) -> dict[str, str]:
+def _mixed_labels(gpus: tuple[GpuFacts, ...], sharing: Sharing) -> dict[str, str]:
     labels: dict[str, str] = {}
     for profile, (gpu, mig, count) in _by_profile(gpus).items():
-        labels.update(_mig_resource_labels(f"nvidia.com/mig-{profile}", gpu, mig, count))
+        labels.update(_mig_resource_labels(f"nvidia.com/mig-{profile}", gpu, mig, count, sharing))
     return labels
 
 
@@ -163,9 +186,12 @@ def _version_labels(driver_version: str, cuda_version: str) -> dict[str, str]:
             "nvidia.com/cuda.runtime-version.full": f"{cuda_major}.{cuda_minor}"}
 
 
-def node_labels(facts: NodeFacts, mig_strategy: str, timestamp: int | None = None) -> dict[str, str]:
+def node_labels(facts: NodeFacts, mig_strategy: str, timestamp: int | None = None,
+                sharing: Sharing | None = None) -> dict[str, str]:
     """The labels GFD writes for facts under mig_strategy (none, single, mixed); timestamp: the
-    nvidia.com/gfd.timestamp value, None to leave it out. A node without GPUs gets the timestamp only."""
+    nvidia.com/gfd.timestamp value, None to leave it out; sharing: the time-sliced resources
+    (sharing_of). A node without GPUs gets the timestamp only."""
+    sharing = sharing or {}
     labels = {} if timestamp is None else {"nvidia.com/gfd.timestamp": str(timestamp)}
     if not facts.gpus:
         return labels
@@ -173,10 +199,11 @@ def node_labels(facts: NodeFacts, mig_strategy: str, timestamp: int | None = Non
     labels.update(_version_labels(facts.driver_version, facts.cuda_version))
     labels["nvidia.com/mig.capable"] = "true" if any(g.mig_capable for g in facts.gpus) else "false"
     labels["nvidia.com/mps.capable"] = "false"
-    labels.update(_full_gpu_labels(facts.gpus))
+    labels.update(_full_gpu_labels(facts.gpus, sharing))
     if mig_strategy != "none":
         labels["nvidia.com/mig.strategy"] = mig_strategy
-        labels.update(_single_labels(facts.gpus) if mig_strategy == "single" else _mixed_labels(facts.gpus))
+        labels.update(_single_labels(facts.gpus, sharing) if mig_strategy == "single"
+                      else _mixed_labels(facts.gpus, sharing))
     return labels
 
 

@@ -18,7 +18,7 @@ import threading
 
 from device_plugin.config import BY_DEST, Config, ConfigError, convert, resolve
 from device_plugin.labels import DEFAULT_OUTPUT_FILE, LabelError, node_labels, now, read_facts, remove_labels, \
-    render, write_labels
+    render, sharing_of, write_labels
 
 PROG = "nvidia-device-plugin labels"
 DEFAULT_SLEEP_SECONDS = 60.0
@@ -28,7 +28,8 @@ ONESHOT_ENV = "GFD_ONESHOT"
 
 def labels_of(config: Config, inventory=None) -> dict[str, str]:
     facts = read_facts(config.nvidia_driver_root, config.gfd_machine_type_file, inventory)
-    return node_labels(facts, config.mig_strategy, None if config.gfd_no_timestamp else now())
+    return node_labels(facts, config.mig_strategy, None if config.gfd_no_timestamp else now(),
+                       sharing_of(config.time_slicing))
 
 
 def write_node_labels(config: Config, inventory=None) -> None:

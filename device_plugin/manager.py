@@ -27,6 +27,7 @@ from device_plugin.config import Config
 from device_plugin.created_watch import CreatedWatch
 from device_plugin.health import DeviceHealth, EventSource, HealthWatcher, ignored_xids
 from device_plugin.kubelet import KUBELET_SOCKET, kubelet_socket, register, socket_identity
+from device_plugin.replicas import replicate
 from device_plugin.resources import Resource, build_resources
 from device_plugin.server import PluginServer, options
 from device_plugin.topology import Topology
@@ -82,7 +83,7 @@ class PluginManager:
         try:
             inventory = self.sources.inventory(self.config)
             self.sources.labels(self.config, inventory)   # before the resources: a node they refuse is labelled
-            self.resources = build_resources(inventory, self.config.mig_strategy)
+            self.resources = replicate(build_resources(inventory, self.config.mig_strategy), self.config.time_slicing)
             self.sources.refresh_spec(self.config, inventory, self.resources)
         except CdiError as e:
             raise InitError(e.what, e.where) from None

@@ -12,6 +12,10 @@ EXHAUSTIVE_LIMIT splits (e.g. 16 GPUs taken 2 at a time) it grows the set greedi
 must_include, always adding the GPU that adds most to the set's score.
 
 MIG devices have no links: the answer is must_include, then the other available ones in order.
+Time-sliced replicas (`<UUID>::<n>`) are spread, as NVIDIA's "distributed" policy spreads them: must_include,
+then one replica at a time from the device with the fewest replicas in use (offered by the resource but
+neither available nor already chosen; ties: the first in the available order), so pods land on the
+least-shared GPUs first.
 The links come from a Topology (device_plugin.topology: NVML's, or described ones in tests).
 """
 from __future__ import annotations
@@ -106,6 +110,29 @@ def best_effort(available: list[int], required: list[int], size: int, pair_score
     return _exhaustive(available, required, size, pair_score)
 
 
+def distributed(resource, available_ids: list[str], required_ids: list[str], size: int) -> list[str]:
+    """must_include, then the replicas of the least-used devices (NVIDIA's distributed policy); [] when
+    the request cannot be met."""
+    candidates = [i for i in dict.fromkeys(available_ids) if i not in required_ids]
+    needed = size - len(required_ids)
+    if size <= 0 or needed < 0 or len(candidates) < needed:
+        return []
+    uuid_of = {d.id: d.uuid for d in resource.devices}
+    total: dict[str, int] = {}
+    for device in resource.devices:
+        total[device.uuid] = total.get(device.uuid, 0) + 1
+    free: dict[str, int] = {}
+    for candidate in candidates:
+        free[uuid_of[candidate]] = free.get(uuid_of[candidate], 0) + 1
+    chosen: list[str] = []
+    for _ in range(needed):
+        best = min(candidates, key=lambda i: total[uuid_of[i]] - free[uuid_of[i]])   # min: the first of equals
+        chosen.append(best)
+        candidates.remove(best)
+        free[uuid_of[best]] -= 1
+    return list(required_ids) + chosen
+
+
 def preferred_allocation(resource, available_ids, required_ids, size: int, pair_score: PairScore) -> list[str]:
     """The preferred device IDs (UUIDs) of resource; PreferenceError naming an ID it does not have."""
     available_ids, required_ids = list(available_ids), list(required_ids)
@@ -116,6 +143,8 @@ def preferred_allocation(resource, available_ids, required_ids, size: int, pair_
             raise PreferenceError(f"unknown device {device_id!r}: not a device of {resource.name}",
                                   f"{resource.name} GetPreferredAllocation")
         devices[device_id] = device
+    if any(d.replica is not None for d in devices.values()):
+        return distributed(resource, available_ids, required_ids, size)
     if any(d.mig is not None for d in devices.values()):
         if size <= 0 or len(available_ids) < size or len(required_ids) > size:
             return []

@@ -9,7 +9,8 @@
   (e.g. `nvidia.com/mig-1g.5gb`); a GPU in MIG mode is never also a whole `nvidia.com/gpu`.
 Under single and mixed a GPU in MIG mode without any MIG device is refused, as NVIDIA's plugin does.
 
-Each device is known to the kubelet by its UUID (the device plugin API's ID); `--device-id-strategy`
+Each device is known to the kubelet by its UUID (the device plugin API's ID; a time-sliced replica
+by `<UUID>::<n>`, device_plugin.replicas); `--device-id-strategy`
 only changes how it is named to the runtime (device_id): its UUID, or its index (`0`, `1:0`), which
 are also its names in the CDI spec `nvidia-ctk cdi generate` writes.
 """
@@ -22,6 +23,7 @@ from cdi.inventory import Gpu, Inventory, MigDevice
 
 VENDOR = "nvidia.com"
 GPU_RESOURCE = f"{VENDOR}/gpu"
+REPLICA_SEPARATOR = "::"
 
 
 class ResourceError(CdiError):
@@ -30,12 +32,18 @@ class ResourceError(CdiError):
 
 @dataclass(frozen=True)
 class PluginDevice:
-    uuid: str                      # the kubelet's device ID
+    uuid: str                      # the GPU's or MIG device's UUID
     index: str                     # "0", or "<gpu>:<mig>" for a MIG device
     gpu_index: int                 # the GPU it is, or whose MIG device it is
     minor: int                     # /dev/nvidia<minor> of that GPU
     pci_bus_id: str                # of that GPU
     mig: MigDevice | None = None
+    replica: int | None = None     # time-slicing: which of the device's replicas (device_plugin.replicas)
+
+    @property
+    def id(self) -> str:
+        """The kubelet's device ID: the UUID, `<UUID>::<replica>` for a replica (NVIDIA's form)."""
+        return self.uuid if self.replica is None else f"{self.uuid}{REPLICA_SEPARATOR}{self.replica}"
 
     def device_id(self, strategy: str) -> str:
         """The name the runtime is given (NVIDIA_VISIBLE_DEVICES, CDI device name): uuid or index."""
@@ -60,8 +68,9 @@ class Resource:
         """The part after the vendor: gpu, mig-1g.5gb (the socket is nvidia-<short_name>.sock)."""
         return self.name.split("/", 1)[1]
 
-    def device(self, uuid: str) -> PluginDevice | None:
-        return next((d for d in self.devices if d.uuid == uuid), None)
+    def device(self, device_id: str) -> PluginDevice | None:
+        """The device the kubelet knows as device_id (a UUID, or a replica's `<UUID>::<n>`)."""
+        return next((d for d in self.devices if d.id == device_id), None)
 
 
 def gpu_device(gpu: Gpu) -> PluginDevice:

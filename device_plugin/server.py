@@ -46,7 +46,7 @@ def numa_node(device: PluginDevice, sysfs: str = "/sys") -> int | None:
 def api_device(device: PluginDevice, health: str) -> pb.Device:
     node = numa_node(device)
     topology = pb.TopologyInfo(nodes=[pb.NUMANode(ID=node)]) if node is not None else None
-    return pb.Device(ID=device.uuid, health=health, topology=topology)
+    return pb.Device(ID=device.id, health=health, topology=topology)
 
 
 class DevicePluginService(pb_grpc.DevicePluginServicer):
@@ -55,6 +55,7 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
         self.stopping = False
 
     def device_list(self) -> pb.ListAndWatchResponse:
+        # health is the real device's: every replica of a GPU is Unhealthy with it
         return pb.ListAndWatchResponse(devices=[api_device(d, self.health.health(d.uuid)) for d in self.resource.devices])
 
     def _failed(self, context, call: str, error: Exception):

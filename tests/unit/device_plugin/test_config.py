@@ -48,8 +48,23 @@ def test_config_file_from_environment_and_booleans_as_go_reads_them(tmp_path):
     ("- a\n", r"must be a mapping"),
     ("version: v1\nflags:\n  migStrategy: 3\n", r"expected a string, got int"),
     ("version: v1\nflags:\n  migStrategy: all\n", r"invalid mig-strategy 'all'"),
-    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
-     r"sharing .* is not supported"),
+    ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
+     r"MPS sharing is not supported by this plugin \(use sharing.timeSlicing\) \(.*: sharing.mps\)"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replica: 2}]\n",
+     r"unknown key 'replica' \(sharing.timeSlicing.resources\[0\].replica\)"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    renameByDefaults: true\n    resources: [{name: gpu, replicas: 2}]\n",
+     r"unknown key 'renameByDefaults' \(sharing.timeSlicing.renameByDefaults\)"),
+    ("version: v1\nsharing:\n  timeslicing: {}\n", r"unknown key 'timeslicing' \(sharing.timeslicing\)"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu}]\n", r"no replicas specified"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 0}]\n",
+     r"number of replicas must be a whole number > 0, got 0"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: []\n", r"no resources specified"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: amd.com/gpu, replicas: 2}]\n",
+     r"invalid resource name 'amd.com/gpu'"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 2, devices: some}]\n",
+     r"devices set as 'some' but the only valid string input is 'all'"),
+    ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 2, devices: 0}]\n",
+     r"a count of devices must be > 0"),
 ])
 def test_bad_config_files_are_one_clear_error(tmp_path, text, message):
     f = tmp_path / "c.yaml"
@@ -57,6 +72,22 @@ def test_bad_config_files_are_one_clear_error(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message) as info:
         _config(["--config-file", str(f)])
     assert "\n" not in str(info.value)
+
+
+def test_time_slicing_as_nvidias_config_spells_it(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                 "    failRequestsGreaterThanOne: true\n    resources:\n"
+                 "    - {name: nvidia.com/gpu, replicas: 4}\n"
+                 "    - {name: mig-1g.5gb, replicas: 2, rename: nvidia.com/small, devices: [0, '1:0', GPU-x]}\n"
+                 "    - {name: nvidia.com/mig-2g.10gb, replicas: 3, devices: 1}\n")
+    sharing = _config(["--config-file", str(f)]).time_slicing
+    assert sharing.fail_requests_greater_than_one
+    assert [(r.name, r.replicas, r.shared_name, r.devices) for r in sharing.resources] == [
+        ("nvidia.com/gpu", 4, "nvidia.com/gpu.shared", "all"),
+        ("nvidia.com/mig-1g.5gb", 2, "nvidia.com/small", ("0", "1:0", "GPU-x")),
+        ("nvidia.com/mig-2g.10gb", 3, "nvidia.com/mig-2g.10gb.shared", 1)]
+    assert _config().time_slicing is None
 
 
 def test_bad_values_are_refused():

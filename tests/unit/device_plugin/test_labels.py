@@ -147,6 +147,28 @@ def test_settings_from_the_config_file_and_bad_input_is_one_line(sim_hosts, tmp_
         assert lines[0].startswith("nvidia-device-plugin: error: ") and text in lines[0], lines
 
 
+def test_time_slicing_labels_say_the_replicas_and_the_strategy(sim_hosts, tmp_path):
+    root, _ = sim_hosts["mig-one"]
+    out = tmp_path / "gfd"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"version: v1\nflags:\n  migStrategy: mixed\n  gfd:\n    outputFile: {out}\n"
+                      "    noTimestamp: true\nsharing:\n  timeSlicing:\n    resources:\n"
+                      "    - {name: nvidia.com/gpu, replicas: 4}\n"
+                      "    - {name: nvidia.com/mig-1g.5gb, replicas: 2, rename: nvidia.com/small}\n")
+    done = subprocess.run([str(PROGRAM), "labels", "--oneshot", "--config-file", str(config),
+                           "--nvidia-driver-root", str(root)], capture_output=True, text=True, timeout=120,
+                          env=CLEAN_ENV)
+    assert done.returncode == 0, done.stderr
+    labels = read_labels(out)
+    # GPU 0 is whole: time-sliced 4 ways, not renamed (-SHARED); the MIG devices renamed (no -SHARED)
+    assert {k: v for k, v in labels.items() if k.startswith(("nvidia.com/gpu.", "nvidia.com/mig-"))
+            and k.rsplit(".", 1)[-1] in ("product", "count", "replicas", "sharing-strategy")} == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED", "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        "nvidia.com/mig-1g.5gb.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "nvidia.com/mig-1g.5gb.count": "2",
+        "nvidia.com/mig-1g.5gb.replicas": "2", "nvidia.com/mig-1g.5gb.sharing-strategy": "time-slicing"}
+
+
 def test_the_long_running_labeller_removes_its_file_at_sigterm(sim_hosts, tmp_path):
     root, _ = sim_hosts["plain"]
     out = tmp_path / "gfd"
