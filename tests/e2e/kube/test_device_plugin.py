@@ -278,3 +278,40 @@ def test_the_kubelet_gets_an_nvlink_pair_on_an_island_host(kube_node, tmp_path_f
     finally:
         log = plugin.stop()
     assert "Traceback" not in log, log
+
+
+def test_four_time_sliced_replicas_of_one_gpu_run_four_pods(kube_node, tmp_path_factory, tmp_path):
+    """sharing.timeSlicing with 4 replicas and failRequestsGreaterThanOne on a 1-GPU host: the kubelet
+    offers 4 nvidia.com/gpu (`<UUID>::0..3`); a static pod asking for 2 is refused at admission (the
+    plugin's Allocate error, as NVIDIA's), then 4 pods asking for 1 run at once, each seeing that GPU."""
+    root = tmp_path_factory.mktemp("dp-e2e-shared") / "host"
+    create_in_process(root, gpus=1, mig_options=())
+    [gpu] = inventory_from_marker(root).gpus
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nsharing:\n  timeSlicing:\n    failRequestsGreaterThanOne: true\n"
+                      "    resources:\n    - {name: nvidia.com/gpu, replicas: 4}\n")
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--device-list-strategy", "cdi-cri",
+                           "--cdi-root", "/var/run/cdi", "--config-file", str(config)], tmp_path / "plugin.log")
+    try:
+        assert sorted(node.wait_allocatable("nvidia.com/gpu", 4)) == [f"{gpu.uuid}::{n}" for n in range(4)]
+        node.add_static_pod(pod_manifest("two", ["sh", "-c", PROBE], image=images.BUSYBOX_GLIBC_IMAGE,
+                                         limits={"nvidia.com/gpu": 2}))
+        refused = node.wait_static_pod_phase("two", ("Failed",))["status"]
+        assert refused.get("reason") == "UnexpectedAdmissionError", refused
+        assert "maximum request size for shared resources is 1; found 2" in refused.get("message", ""), refused
+        node.remove_static_pod("two")
+
+        names = [f"shared{n}" for n in range(4)]
+        for name in names:
+            node.add_static_pod(_gpu_pod(name, "nvidia.com/gpu"))
+        given = []
+        for name in names:
+            node.wait_static_pod_running(name)
+            smi = [line for line in _probe(node, name) if line.startswith("smi GPU")]
+            assert smi == [f"smi GPU 0: {gpu.name} (UUID: {gpu.uuid})"], smi
+            given += _given(node, name, "nvidia.com/gpu")
+        assert sorted(given) == [f"{gpu.uuid}::{n}" for n in range(4)]   # 4 pods at once, one replica each
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log
