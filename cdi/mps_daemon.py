@@ -15,6 +15,8 @@ share.json; the logs stay.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -129,17 +131,38 @@ def _configure(control: str, layout: DeviceLayout, limits: ShareLimits) -> None:
         raise MpsError(f"the MPS control daemon did not take the limits: {' | '.join(answer)}", layout.pipe)
 
 
+@contextlib.contextmanager
+def _locked(mps_root: str):
+    """One start or stop at a time under an MPS root (flock on the root folder, made if missing), so
+    that two callers never start two daemons for one device or stop one being started."""
+    try:
+        os.makedirs(mps_root, 0o755, exist_ok=True)
+        fd = os.open(mps_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise MpsError(f"cannot make or open the MPS root: {e.strerror}", mps_root) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def start(driver_root, mps_root: str, device: Gpu | MigDevice, replicas: int) -> dict:
     """Start the daemon of `device` with the limits of `replicas` shares; returns its share.json."""
     layout = DeviceLayout(mps_root, device.uuid)
     limits = ShareLimits(replicas, device.memory_total)
     control = control_program(driver_root)
-    if read_share(layout) is not None:
-        if send(control, layout.pipe, "get_server_list") is not None:
-            raise MpsError("an MPS control daemon already runs for the device (nvidia-ctk mps stop first)",
-                           layout.dir)
-        stop(mps_root, device.uuid)     # what a daemon that died left behind
-    created = [p for p in (layout.root, layout.dir, layout.pipe, layout.log, layout.shm) if not os.path.isdir(p)]
+    with _locked(layout.root):
+        if read_share(layout) is not None:
+            if send(control, layout.pipe, "get_server_list") is not None:
+                raise MpsError("an MPS control daemon already runs for the device (nvidia-ctk mps stop first)",
+                               layout.dir)
+            _stop(layout)       # what a daemon that died left behind
+        return _start(control, layout, device, limits)
+
+
+def _start(control: str, layout: DeviceLayout, device: Gpu | MigDevice, limits: ShareLimits) -> dict:
+    created = [p for p in (layout.dir, layout.pipe, layout.log, layout.shm) if not os.path.isdir(p)]
     started = mounted = False
     try:
         for path in created:
@@ -158,7 +181,7 @@ def start(driver_root, mps_root: str, device: Gpu | MigDevice, replicas: int) ->
             raise MpsError(f"the MPS control daemon did not start: {detail}", control)
         started = True
         _configure(control, layout, limits)
-        share = {"uuid": device.uuid, "device": device_id_of(device), "replicas": replicas,
+        share = {"uuid": device.uuid, "device": device_id_of(device), "replicas": limits.replicas,
                  "active_thread_percentage": limits.active_thread_percentage,
                  "pinned_mem_limit": limits.pinned_mem_limit, "memory_total": device.memory_total,
                  "control": control, "pid": daemon_pid(layout)}
@@ -187,6 +210,13 @@ def _quit(control: str, layout: DeviceLayout) -> None:
 def stop(mps_root: str, uuid: str) -> None:
     """Quit the daemon of device `uuid` (if it still runs) and take away its shm and pipe folder."""
     layout = DeviceLayout(mps_root, uuid)
+    if read_share(layout) is None:      # checked before the lock would make the root
+        raise MpsError("no MPS control daemon was started for the device", layout.dir)
+    with _locked(layout.root):
+        _stop(layout)
+
+
+def _stop(layout: DeviceLayout) -> None:
     share = read_share(layout)
     if share is None:
         raise MpsError("no MPS control daemon was started for the device", layout.dir)

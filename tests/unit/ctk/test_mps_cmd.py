@@ -128,6 +128,24 @@ def test_a_mig_device_and_a_dead_daemon(host, ns):
     assert len(mounts_of(ns.pid, ns.root)) == 1
 
 
+def test_starts_at_the_same_moment_give_one_daemon(host, ns):
+    root, inventory = host
+    argv = ["nsenter", "-t", str(ns.pid), "-m", str(NVIDIA_CTK), "mps", "start", "--device", "0", "--replicas", "2",
+            "--mps-root", str(ns.root), "--driver-root", str(root)]
+    starts = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={"PATH": os.environ["PATH"]}) for _ in range(3)]
+    results = sorted((p.wait(timeout=120), p.stderr.read()) for p in starts)
+    for p in starts:
+        p.stdout.close()
+        p.stderr.close()
+    refused = (1, "nvidia-ctk: error: an MPS control daemon already runs for the device (nvidia-ctk mps stop first) "
+                  f"({ns.root / inventory.gpus[0].uuid})\n")
+    assert results == [(0, ""), refused, refused]
+    assert [row["running"] for row in json.loads(ns("mps", "status", "--mps-root", str(ns.root), "--format",
+                                                    "json").stdout)] == [True]
+    assert len(mounts_of(ns.pid, ns.root)) == 1
+
+
 def test_share_edits(host, ns):
     from cdi.mps import MpsError, share_edits
 
