@@ -28,7 +28,10 @@ CONTAINER_PIPE_DIRECTORY = "/tmp/nvidia-mps"
 SHARE_FILE = "share.json"
 MAX_REPLICAS = 100      # every share gets at least 1% of the threads
 _MIB = 1 << 20
-WRITABLE_BIND = ("nosuid", "nodev", "noexec", "bind")   # as discovery mounts the MPS pipe folder
+# The pipe folder read-only: a client connects to the control socket all the same (connect() needs no
+# writable mount), but a container cannot replace the socket other shares connect to, nor the pid file.
+PIPE_BIND = ("ro", "nosuid", "nodev", "noexec", "bind")
+SHM_BIND = ("nosuid", "nodev", "noexec", "bind")
 
 
 class MpsError(CdiError):
@@ -107,7 +110,5 @@ def share_edits(mps_root: str, uuid: str) -> ContainerEdits:
         raise MpsError("no MPS control daemon runs for the device (nvidia-ctk mps start)", layout.dir)
     return ContainerEdits(
         env=[f"CUDA_MPS_PIPE_DIRECTORY={CONTAINER_PIPE_DIRECTORY}"],
-        mounts=[Mount(host_path=layout.pipe, container_path=CONTAINER_PIPE_DIRECTORY,
-                      options=list(WRITABLE_BIND)),
-                Mount(host_path=layout.shm, container_path="/dev/shm",
-                      options=list(WRITABLE_BIND))])
+        mounts=[Mount(host_path=layout.pipe, container_path=CONTAINER_PIPE_DIRECTORY, options=list(PIPE_BIND)),
+                Mount(host_path=layout.shm, container_path="/dev/shm", options=list(SHM_BIND))])

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.e2e
 
 REPORT = ("gct-cuda-mps-client; echo ---; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 gct-cuda-mps-client; echo ---; "
           "echo set_default_active_thread_percentage 100 | nvidia-cuda-mps-control; echo ---; "
-          "echo from-the-container > /dev/shm/mark; ls /tmp/nvidia-mps")
+          "echo from-the-container > /dev/shm/mark; ls /tmp/nvidia-mps; echo ---; "
+          "rm -f /tmp/nvidia-mps/control 2>&1 | sed 's/.*: //'; touch /tmp/nvidia-mps/control.fake 2>&1 | sed 's/.*: //'")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def _share_in_a_container(gpu_host, work) -> dict:
 def test_a_share_reads_its_limits_in_a_container_and_cannot_raise_them(gpu_host, tmp_path):
     seen = run_in_private_mount_ns(_share_in_a_container, gpu_host, tmp_path)
     assert seen["code"] == 0, seen["stderr"]
-    plain, raised, control, files = seen["output"].split("---\n")
+    plain, raised, control, files, writes = seen["output"].split("---\n")
     half = 20 << 30                                     # an A100 40GB in 2 shares
     uuid = gpu_host.gpu_uuids[0]
     for report in (plain, raised):
@@ -81,6 +82,8 @@ def test_a_share_reads_its_limits_in_a_container_and_cannot_raise_them(gpu_host,
         assert f"device=0 name={uuid} pinned_mem_limit={half} daemon_pinned_mem_limit={half}" in report
     assert control == "Refused: set_default_active_thread_percentage only from the daemon's own PID namespace\n"
     assert files.split() == ["control", "nvidia-cuda-mps-control.pid"]
+    # the pipe folder is read-only in the container: no share can replace the socket the others use
+    assert writes.splitlines() == ["Read-only file system", "Read-only file system"]
     # the container's /dev/shm is the daemon's tmpfs, and the daemon kept its limits
     assert seen["shm"] == {"mark": "from-the-container\n"}
     [row] = seen["status"]

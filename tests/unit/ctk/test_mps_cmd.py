@@ -157,7 +157,7 @@ def test_share_edits(host, ns):
     edits = share_edits(str(ns.root), uuid)
     assert edits.env == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"]
     assert [(m.host_path, m.container_path, m.options) for m in edits.mounts] == [
-        (str(ns.root / uuid / "pipe"), "/tmp/nvidia-mps", ["nosuid", "nodev", "noexec", "bind"]),
+        (str(ns.root / uuid / "pipe"), "/tmp/nvidia-mps", ["ro", "nosuid", "nodev", "noexec", "bind"]),
         (str(ns.root / uuid / "shm"), "/dev/shm", ["nosuid", "nodev", "noexec", "bind"])]
 
 
