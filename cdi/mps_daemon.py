@@ -22,6 +22,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -207,6 +208,30 @@ def _quit(control: str, layout: DeviceLayout) -> None:
         raise MpsError(f"the MPS control daemon (pid {pid}) did not end after quit", layout.pipe)
 
 
+def _terminate(pid: object, control: str) -> None:
+    """End a daemon that did not answer quit (its socket removed, or hung): SIGTERM (it ends its servers),
+    then SIGKILL. Only the process of that pid whose program is the daemon's: a pid reused since by
+    another program is left alone."""
+    if not isinstance(pid, int) or pid <= 1:
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return
+    try:
+        if not os.path.samefile(f"/proc/{pid}/exe", control):
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            signal.pidfd_send_signal(fd, sig)
+            if select.select([fd], [], [], CONTROL_TIMEOUT)[0]:
+                return
+        raise MpsError(f"the MPS control daemon (pid {pid}) did not end", control)
+    except (FileNotFoundError, ProcessLookupError):
+        return          # it ended meanwhile
+    finally:
+        os.close(fd)
+
+
 def stop(mps_root: str, uuid: str) -> None:
     """Quit the daemon of device `uuid` (if it still runs) and take away its shm and pipe folder."""
     layout = DeviceLayout(mps_root, uuid)
@@ -223,6 +248,7 @@ def _stop(layout: DeviceLayout) -> None:
     control = share.get("control")
     if isinstance(control, str) and os.path.isfile(control):
         _quit(control, layout)
+        _terminate(share.get("pid"), control)
     _unmount_all(layout.shm)
     for path in (layout.pipe, layout.shm):
         shutil.rmtree(path, ignore_errors=True)

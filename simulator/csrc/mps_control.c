@@ -15,6 +15,7 @@
  * waits for the end; the limits a client gets are the daemon's record of that server's. */
 #define _GNU_SOURCE
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -127,6 +128,11 @@ static void server_main(uid_t uid, const struct server *limits, int ready)
 {
     signal(SIGTERM, on_term);
     signal(SIGINT, SIG_IGN);
+    sigset_t term, waiting;   /* SIGTERM is blocked (as in the daemon) except inside sigsuspend: never lost */
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, &waiting);
+    sigdelset(&waiting, SIGTERM);
     for (int fd = 3; fd < 1024; fd++)   /* the listening socket, the connection being served */
         if (fd != d.log_fd && fd != ready)
             close(fd);
@@ -148,7 +154,7 @@ static void server_main(uid_t uid, const struct server *limits, int ready)
     mps_write_all(ready, "1", 1);   /* started: the daemon may now answer (and end) it */
     close(ready);
     while (!server_done)
-        pause();
+        sigsuspend(&waiting);
     log_line(log, "Server", "Server exiting");
     _exit(0);
 }
@@ -353,55 +359,134 @@ static void remove_files(void)
     unlinkat(d.pipe_fd, PID_FILE, 0);
 }
 
-/* One connection: a client's request, or a control program's commands until it closes. Returns 1
- * after quit. */
-static int serve_connection(int fd)
-{
+/* The daemon serves every connection at once (poll): a connection that says nothing, or never reads
+ * its answers, must not stop the others, since any share's container can connect. Sockets are
+ * non-blocking; a peer whose answer does not fit its socket buffer is dropped. */
+#define MAX_CONNECTIONS 64
+
+struct connection {
+    int fd;
+    int role;         /* 0 not said yet, 1 ui */
+    int privileged;   /* in the daemon's PID namespace */
+    size_t have;
     char buf[4096];
-    size_t have = 0;
-    int role = 0;   /* 1 ui, 2 client */
-    int privileged = peer_in_our_pid_namespace(fd);
-    for (;;) {
-        char *nl;
-        while (!(nl = memchr(buf, '\n', have))) {
-            if (have == sizeof buf)
-                return 0;
-            ssize_t n = read(fd, buf + have, sizeof buf - have);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                if (role == 1)
-                    log_line(d.control_log, "Control", "UI closed");
-                return 0;
-            }
-            have += (size_t)n;
+};
+
+static struct connection conns[MAX_CONNECTIONS];
+static int nconns;
+
+static void drop(int i)
+{
+    if (conns[i].role == 1)
+        log_line(d.control_log, "Control", "UI closed");
+    close(conns[i].fd);
+    conns[i] = conns[--nconns];
+}
+
+/* One line of connection c: 0 go on, -1 drop the connection, 1 the daemon quits. */
+static int handle_line(struct connection *c, char *line)
+{
+    if (!c->role) {
+        if (!strcmp(line, "client")) {
+            serve_client(c->fd);
+            return -1;
         }
+        if (strcmp(line, "ui") != 0)
+            return -1;
+        c->role = 1;
+        log_line(d.control_log, "Control", "NEW UI");
+        return 0;
+    }
+    struct reply r = {.len = 0};
+    int quit = run_command(line, c->privileged, &r);
+    if (quit) {
+        log_line(d.control_log, "Control", "Exit");
+        stop_servers();
+        remove_files();
+    }
+    r.text[r.len] = 0;
+    if (mps_write_all(c->fd, r.text, r.len + 1) != 0)   /* the NUL ends the answer */
+        return quit ? 1 : -1;
+    return quit;
+}
+
+/* Reads what connection i sent and runs its complete lines: 0, -1 (dropped) or 1 (quit). */
+static int serve_readable(int i)
+{
+    struct connection *c = &conns[i];
+    ssize_t n = read(c->fd, c->buf + c->have, sizeof c->buf - c->have);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0) {
+        drop(i);
+        return -1;
+    }
+    c->have += (size_t)n;
+    char *nl;
+    while ((nl = memchr(c->buf, '\n', c->have))) {
         *nl = 0;
-        if (!role) {
-            if (!strcmp(buf, "client")) {
-                serve_client(fd);
-                return 0;
-            }
-            if (strcmp(buf, "ui") != 0)
-                return 0;
-            role = 1;
-            log_line(d.control_log, "Control", "NEW UI");
-        } else {
-            struct reply r = {.len = 0};
-            int quit = run_command(buf, privileged, &r);
-            if (quit) {
-                log_line(d.control_log, "Control", "Exit");
-                stop_servers();
-                remove_files();
-            }
-            r.text[r.len] = 0;
-            mps_write_all(fd, r.text, r.len + 1);   /* the NUL ends the answer */
-            if (quit)
-                return 1;
+        int done = handle_line(c, c->buf);
+        if (done == 1)
+            return 1;
+        if (done < 0) {
+            drop(i);
+            return -1;
         }
-        size_t used = (size_t)(nl - buf) + 1;
-        memmove(buf, buf + used, have - used);
-        have -= used;
+        size_t used = (size_t)(nl - c->buf) + 1;
+        memmove(c->buf, c->buf + used, c->have - used);
+        c->have -= used;
+    }
+    if (c->have == sizeof c->buf) {   /* a line longer than any command */
+        drop(i);
+        return -1;
+    }
+    return 0;
+}
+
+static volatile sig_atomic_t daemon_terminated;
+static void on_daemon_term(int sig) { (void)sig; daemon_terminated = 1; }
+
+static int serve(const char *pipe_dir)
+{
+    /* SIGTERM ends the daemon as quit does: its servers first, then its files */
+    struct sigaction sa = {.sa_handler = on_daemon_term};
+    sigaction(SIGTERM, &sa, NULL);
+    sigset_t term, waiting;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, &waiting);   /* taken only inside ppoll: never lost between check and wait */
+    sigdelset(&waiting, SIGTERM);
+    for (;;) {
+        if (daemon_terminated) {
+            log_line(d.control_log, "Control", "Exit (SIGTERM)");
+            stop_servers();
+            remove_files();
+            return 0;
+        }
+        struct pollfd fds[MAX_CONNECTIONS + 1];
+        fds[0] = (struct pollfd){.fd = d.listen_fd, .events = POLLIN};
+        for (int i = 0; i < nconns; i++)
+            fds[i + 1] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+        int count = nconns;
+        if (ppoll(fds, (nfds_t)count + 1, NULL, &waiting) < 0) {
+            if (errno == EINTR)
+                continue;
+            return die("poll: %s", strerror(errno), pipe_dir);
+        }
+        /* connections last first: drop() moves the last one into the freed slot */
+        for (int i = count - 1; i >= 0; i--)
+            if (fds[i + 1].revents && serve_readable(i) == 1)
+                return 0;
+        if (fds[0].revents & POLLIN) {
+            int fd = accept4(d.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0)
+                continue;
+            if (nconns == MAX_CONNECTIONS) {
+                close(fd);
+                continue;
+            }
+            conns[nconns++] = (struct connection){.fd = fd, .privileged = peer_in_our_pid_namespace(fd)};
+        }
     }
 }
 
@@ -498,18 +583,7 @@ static int run_daemon(int foreground)
         mps_write_all(ready[1], "1", 1);
         close(ready[1]);
     }
-    for (;;) {
-        int fd = accept4(d.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            return die("accept: %s", strerror(errno), pipe_dir);
-        }
-        int quit = serve_connection(fd);
-        close(fd);
-        if (quit)
-            return 0;
-    }
+    return serve(pipe_dir);
 }
 
 static int run_ui(void)

@@ -146,6 +146,22 @@ def test_starts_at_the_same_moment_give_one_daemon(host, ns):
     assert len(mounts_of(ns.pid, ns.root)) == 1
 
 
+def test_stop_ends_a_daemon_whose_socket_is_gone(host, ns):
+    root, inventory = host
+    uuid = inventory.gpus[0].uuid
+    ns("mps", "start", "--device", "0", "--replicas", "2", "--mps-root", str(ns.root), "--driver-root", str(root))
+    pid = json.loads(ns("mps", "status", "--mps-root", str(ns.root), "--format", "json").stdout)[0]["pid"]
+    gone = os.pidfd_open(pid)
+    try:
+        (ns.root / uuid / "pipe/control").unlink()      # quit can no longer reach it
+        ns("mps", "stop", "--device", "0", "--mps-root", str(ns.root))
+        assert select.select([gone], [], [], 0)[0]      # ended before stop returned
+    finally:
+        os.close(gone)
+    assert mounts_of(ns.pid, ns.root) == [] and sorted(os.listdir(ns.root / uuid)) == ["log"]
+    assert "Exit (SIGTERM)" in (ns.root / uuid / "log/control.log").read_text()
+
+
 def test_share_edits(host, ns):
     from cdi.mps import MpsError, share_edits
 

@@ -9,6 +9,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 from pathlib import Path
@@ -151,6 +152,28 @@ def test_another_pid_namespace_reads_but_cannot_change(daemon):
         "Refused: quit only from the daemon's own PID namespace"]
     assert alive(daemon.pid())
     assert daemon.send("get_default_active_thread_percentage") == "50.0\n"
+    daemon.send("quit")
+
+
+def test_a_silent_connection_does_not_stop_the_others(daemon):
+    """Any share's container can connect: one that says nothing, or asks without reading the answers,
+    must not keep the daemon from answering everyone else."""
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    greedy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        silent.connect(str(daemon.pipe / "control"))
+        greedy.connect(str(daemon.pipe / "control"))
+        greedy.settimeout(10)
+        try:       # the daemon drops it once its answers no longer fit the socket's buffer
+            greedy.sendall(b"ui\n" + b"get_default_active_thread_percentage\n" * 100000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        silent.sendall(b"ui\nget_server_list")      # half a line
+        assert daemon.send("set_default_active_thread_percentage 40") == "40.0\n"
+        assert daemon.client()["active_thread_percentage"] == "40.0"
+    finally:
+        silent.close()
+        greedy.close()
     daemon.send("quit")
 
 
