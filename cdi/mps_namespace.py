@@ -26,15 +26,12 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     shm, command = argv[0], argv[2:]
-    try:
-        private = os.readlink("/proc/self/ns/mnt") != os.readlink(f"/proc/{os.getppid()}/ns/mnt")
-    except OSError:
-        private = False
-    if not private:
+    from libcontainer_c.errors import ContainerFsError
+    from libcontainer_c.rootfs import WRITABLE_DIR, Rootfs, in_own_mount_namespace
+
+    if not in_own_mount_namespace():
         return _error(what_where("refusing to change the mount namespace of the calling process",
                                  "/proc/self/ns/mnt"))
-    from libcontainer_c.errors import ContainerFsError
-    from libcontainer_c.rootfs import WRITABLE_DIR, Rootfs
 
     try:
         with Rootfs("/") as fs:

@@ -39,6 +39,16 @@ def check(rc: int, operation: str, path=None) -> int:
     return rc
 
 
+def in_own_mount_namespace() -> bool:
+    """Whether this process's mount namespace differs from its parent's (the one `unshare --mount`
+    made): the programs that mount over /dev or /dev/shm of the namespace they run in check this
+    first, so that run directly they never change the caller's."""
+    try:
+        return os.readlink("/proc/self/ns/mnt") != os.readlink(f"/proc/{os.getppid()}/ns/mnt")
+    except OSError:
+        return False
+
+
 def _check_mount(rc: int, operation: str, path) -> int:
     """check() for an attach, whose EXDEV means the target lies on a shared mount."""
     if rc < 0 and ffi.errno == 18:

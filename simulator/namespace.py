@@ -131,11 +131,9 @@ def enter(root: str) -> None:
 def check_private_namespace() -> None:
     """Covering /dev in the caller's own mount namespace would take the host's /dev away: only run
     in a namespace other than the parent's (the one `unshare` made)."""
-    try:
-        same = os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt")
-    except OSError:
-        same = True
-    if same:
+    from libcontainer_c.rootfs import in_own_mount_namespace
+
+    if not in_own_mount_namespace():
         raise SimulatorError("refusing to change the mount namespace of the calling process "
                              "(run it through `nvidia-ctk simulate exec`)", "/proc/self/ns/mnt")
 
