@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ctk.errors import CliError
+from ctk.errors import CliError, info
 from ctk.files import make_parent_dirs
 
 FORMATS = ("yaml", "json")
@@ -68,6 +68,16 @@ def _format_for(output: str | None, fmt: str | None) -> str:
     return fmt or by_extension or "yaml"
 
 
+def _say_written(spec, output: str) -> None:
+    """What was written, in one line on stderr, as NVIDIA's tool logs `Generated CDI spec with version
+    0.5.0` at info level (a spec on stdout says it itself)."""
+    from cdi.spec_version import minimum_version
+
+    count = len(spec.devices)
+    info(f"generated CDI spec with version {spec.version or minimum_version(spec)}: {count} "
+         f"{spec.kind} device{'s' if count != 1 else ''} in {output}")
+
+
 def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path) -> None:
     from cdi.config import load_config
     from cdi.discover import default_hook_path
@@ -93,6 +103,7 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
         if output and output != "-":
             make_parent_dirs(output)
             write_spec(spec, output, yaml_format=yaml_format)
+            _say_written(spec, output)
         else:
             text = render_spec(spec, "stdout", yaml_format)
             if sys.stdout is None:  # Python's stdout when fd 1 was closed at start (`>&-`)

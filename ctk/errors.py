@@ -23,6 +23,14 @@ class CliError(Exception):
         print(message_line(self.prog, "error", self.message), file=file or sys.stderr, flush=True)
 
 
+def info(message: str, prog: str = "nvidia-ctk") -> None:
+    """One line of news on stderr (`nvidia-ctk: wrote ...`): the paths and names in it escaped as every
+    message line escapes them. stdout stays the command's output."""
+    from cdi.errors import printable
+
+    print(f"{prog}: {printable(message)}", file=sys.stderr, flush=True)
+
+
 def report_failure(prog: str, exc: BaseException) -> int | None:
     """The line and exit code for what a command raised that is not click's own: a CliError, an OSError
     (naming its file), or an interrupt (click's Abort says the same). Other exceptions are not ours
@@ -41,8 +49,23 @@ def report_failure(prog: str, exc: BaseException) -> int | None:
     return None
 
 
+def usage_error_text(exc) -> str:
+    """A click usage error in the one-line form: click's words, lower-cased and without the final stop,
+    and where to read about it instead of click's usage line (`No such option '--x'.` ->
+    `no such option '--x' (see nvidia-ctk cdi generate --help)`)."""
+    import click
+
+    if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())) and exc.ctx is not None:
+        # a bare group (`nvidia-ctk`, `nvidia-ctk cdi`): click would print the whole help as the message
+        what = f"missing command: {', '.join(exc.ctx.command.list_commands(exc.ctx))}"
+    else:
+        what = exc.format_message().strip().rstrip(".")
+        what = what[:1].lower() + what[1:]
+    return what_where(what, f"see {exc.ctx.command_path} --help" if exc.ctx is not None else None)
+
+
 def run_cli(command, prog: str, argv: list[str] | None) -> int:
-    """Run a click command; usage errors keep click's message, everything else is one line."""
+    """Run a click command; every failure, usage errors too, is one line: `<prog>: error: <what> (<where>)`."""
     import click
 
     CliError.prog = prog
@@ -52,9 +75,7 @@ def run_cli(command, prog: str, argv: list[str] | None) -> int:
         click.echo(message_line(prog, "error", "aborted"), err=True)
         return 1
     except click.UsageError as exc:
-        if exc.ctx is not None:
-            click.echo(exc.ctx.get_usage(), err=True)
-        click.echo(message_line(prog, "error", exc.format_message()), err=True)
+        click.echo(message_line(prog, "error", usage_error_text(exc)), err=True)
         return 2
     except click.ClickException as exc:
         exc.show()

@@ -6,15 +6,9 @@ import sys
 
 import click
 
-from cdi.errors import printable
-from ctk.errors import CliError
+from ctk.errors import CliError, info
 from runtime_shim.engine_config import ENGINES, EngineConfigError, RuntimeRequest, apply_plan, plan_runtime_config
 from runtime_shim.engine_config.common import HOOK_EXECUTABLE, RUNTIME_EXECUTABLE, find_program
-
-
-def _info(message: str) -> None:
-    """One line on stderr; the paths and names in it escaped as every message line escapes them."""
-    click.echo(f"nvidia-ctk: {printable(message)}", err=True)
 
 
 def _beside_us() -> list[str]:
@@ -81,13 +75,13 @@ def configure(engine: str, config_path: str | None, drop_in: str | None, hook_fi
         if not remove:
             wanted = request.hook_path if engine == "podman" else request.runtime_path
             if os.path.isabs(wanted) and not os.access(wanted, os.X_OK):
-                _info(f"warning: {wanted} is not an executable here; the engine will fail to use it until it is")
+                info(f"warning: {wanted} is not an executable here; the engine will fail to use it until it is")
         for note in plan.notes:
-            _info(note)
+            info(note)
         if dry_run:
             click.echo(plan.diff(), nl=False)
             if not plan.pending:
-                _info("nothing to change")
+                info("nothing to change")
             return
         apply_plan(plan)
     except EngineConfigError as exc:
@@ -95,16 +89,16 @@ def configure(engine: str, config_path: str | None, drop_in: str | None, hook_fi
 
     shown = [c for c in plan.pending if c.show_diff]
     if not shown:
-        _info(f"nothing to change: {engine} is already {'without' if remove else 'configured for'} "
+        info(f"nothing to change: {engine} is already {'without' if remove else 'configured for'} "
               f"the runtime {name!r}")
         return
     for change in shown:
-        _info(f"{'removed' if change.after is None else 'wrote'} {change.path}")
+        info(f"{'removed' if change.after is None else 'wrote'} {change.path}")
     if plan.restart and plan.reload_enough:
-        _info(f"reload {plan.restart} to apply this (nvidia-ctk does not), e.g. `systemctl reload {plan.restart}` "
+        info(f"reload {plan.restart} to apply this (nvidia-ctk does not), e.g. `systemctl reload {plan.restart}` "
               "(a SIGHUP to the daemon): running containers keep running")
     elif plan.restart:
-        _info(f"restart {plan.restart} to apply this (nvidia-ctk does not restart it), "
+        info(f"restart {plan.restart} to apply this (nvidia-ctk does not restart it), "
               f"e.g. `systemctl restart {plan.restart}`")
     else:
-        _info(f"{engine} reads the change for each new container; nothing to restart")
+        info(f"{engine} reads the change for each new container; nothing to restart")

@@ -84,6 +84,8 @@ def parse_args(args: list[str]) -> Tasks:
     tasks = Tasks()
     if args[:1] == ["hook"]:   # specs that run `nvidia-ctk hook <subcommand>`
         args = args[1:]
+    if all(arg in _GLOBAL_FLAGS for arg in args):   # a person typing the bare command: say what it takes
+        raise HookError(f"missing subcommand: {', '.join(SUBCOMMANDS)}", "see nvidia-cdi-hook --help")
     current = None
     i = 0
     while i < len(args):

@@ -16,6 +16,10 @@ from runtime_shim.errors import ShimError
 from runtime_shim.executable import start_problem
 
 
+class NoRuntimeError(ShimError):
+    """None of the configured low-level runtimes can be started (`--version` still prints ours)."""
+
+
 def _candidates(entry: str, search_path: str) -> list[str]:
     if "/" in entry:
         return [os.path.abspath(entry)]
@@ -36,5 +40,6 @@ def find_low_level_runtime(runtimes: tuple[str, ...] | list[str], search_path: s
                 return os.path.abspath(candidate)
             refused.append(f"{candidate!r}: {problem}")
     tried = ", ".join(runtimes) or "none"
-    raise ShimError(f"no low-level runtime found (tried {tried}" + "".join(f"; {r}" for r in refused) + ")",
-                    "nvidia-container-runtime.runtimes")
+    raise NoRuntimeError(f"no low-level runtime found (tried {tried}" + "".join(f"; {r}" for r in refused)
+                         + "): install runc or crun, or name one in the config's runtimes",
+                         "nvidia-container-runtime.runtimes")

@@ -238,7 +238,8 @@ def main() -> int:
     log.hold(program)
     sys.stderr = warning_stream()
     errors.fatal_reporter = lambda error: report(program, error, args)   # a hung driver: runc's --log too
-    if parse_runc_argv(args).prints_version:  # ours first, then the runtime's own (the launcher does the same)
+    prints_version = parse_runc_argv(args).prints_version
+    if prints_version:  # ours first, then the runtime's own (the launcher does the same)
         from cdi.version import version_line
 
         print(version_line(program) + "\n", flush=True)
@@ -246,6 +247,12 @@ def main() -> int:
         environ = caller_environment()
         runtime, replaced = run(program, args, environ, launcher_exe)
     except CdiError as exc:
+        from runtime_shim.low_level import NoRuntimeError   # loaded already: run() looked for the runtime
+
+        if prints_version and isinstance(exc, NoRuntimeError):
+            # --version asked about this program, which answered: the missing runtime is a warning, exit 0
+            print(message_line(program, "warning", str(exc)), file=sys.__stderr__, flush=True)
+            return 0
         log.error("%s", exc)  # the debug log, once the config has named one
         report(program, exc, args)
         return 1

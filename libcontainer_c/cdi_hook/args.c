@@ -246,6 +246,13 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
         return hook_fail(err, NULL, "out of memory");
     if (argc > 0 && strcmp(argv[0], "hook") == 0)   /* specs that run `nvidia-ctk hook <subcommand>` */
         i = 1;
+    for (int j = i; j <= argc; j++) {   /* a person typing the bare command: say what it takes */
+        if (j == argc)
+            return hook_fail(err, "see " HOOK_PROG " --help", "missing subcommand: %s, %s, %s, %s", CREATE_SYMLINKS,
+                             UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION);
+        if (!is_global_flag(argv[j]))
+            break;
+    }
     while (i < argc) {
         const char *arg = argv[i];
         if (is_subcommand(arg)) {

@@ -74,6 +74,20 @@ def test_the_runtime_prints_its_line_then_runcs_from_python_and_from_the_launche
         assert done.stdout == f"{line(program)}\n\nfake-runc version 9\n"
 
 
+def test_the_runtimes_version_without_runc_or_crun_prints_ours_then_warns(shim):
+    """Issue 27.7: with no low-level runtime installed, --version failed (exit 1). It prints ours, then one
+    warning line saying none was found and what to do; exit 0 (this program answered; a container start
+    still fails with the same line as an error)."""
+    shim.runtime.unlink()
+    done = shim.run("--version")
+    assert (done.returncode, done.stdout) == (0, line("nvidia-container-runtime") + "\n\n")
+    assert done.stderr.startswith("nvidia-container-runtime: warning: no low-level runtime found (tried ")
+    assert done.stderr.endswith("install runc or crun, or name one in the config's runtimes "
+                                "(nvidia-container-runtime.runtimes)\n") and done.stderr.count("\n") == 1
+    started = shim.run("state", "x")
+    assert started.returncode == 1 and started.stderr.startswith("nvidia-container-runtime: error: no low-level")
+
+
 @parametrize_cases([c for c in CASES if c["command"] is None or any("-v" in a for a in c["argv"])])
 def test_the_runtime_prints_its_line_exactly_when_runc_prints_its_version(shim, case):
     for _ in range(2):  # Python, then the launcher from the cache

@@ -140,6 +140,8 @@ def test_output_file_is_written_atomically_with_mode_0644(sim_host, tmp_path):
     finally:
         os.umask(old_umask)
     assert result.stdout == ""
+    # one line naming what was written (issue 27.7: it said nothing), as NVIDIA's info log does
+    assert result.stderr == f"nvidia-ctk: generated CDI spec with version 0.5.0: 7 nvidia.com/gpu devices in {out}\n"
     assert (out.stat().st_mode & 0o777) == 0o644
     assert json.loads(out.read_text())["kind"] == "nvidia.com/gpu"   # JSON by extension
     assert os.listdir(tmp_path) == ["nvidia.json"]                     # no temp file left behind
@@ -173,7 +175,7 @@ def test_missing_folders_of_the_output_are_made_mode_0755(sim_host, tmp_path):
         result = generate("--driver-root", str(sim_host), f"--output={out}")
     finally:
         os.umask(old_umask)
-    assert result.stderr == ""
+    assert result.stderr.startswith("nvidia-ctk: generated CDI spec with version ") and result.stderr.count("\n") == 1
     assert yaml.safe_load(out.read_text())["kind"] == "nvidia.com/gpu"
     assert [(p.stat().st_mode & 0o777) for p in (out.parent.parent, out.parent, out)] == [0o755, 0o755, 0o644]
 
