@@ -18,7 +18,11 @@ from pkgtools.venv_build import PREFIX, Environment
 CONFIG_FILE = "/etc/nvidia-container-runtime/config.toml"
 DOC_DIR = "/usr/share/doc/gpu-container-toolkit"
 CTK = "nvidia-ctk"
-UNITS = ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path")
+UNITS = ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path")   # enabled at installation
+# The device plugin as a node service: shipped, never enabled by the package (a node runs it as this
+# unit or as the DaemonSet of packaging/kubernetes/, the admin's choice); its config file is a conffile.
+DEVICE_PLUGIN_UNIT = "nvidia-device-plugin.service"
+DEVICE_PLUGIN_CONFIG = "/etc/nvidia-device-plugin/config.yaml"
 UDEV_RULE = "71-nvidia-cdi-refresh.rules"
 LIBEXEC = ("nvidia-cdi-refresh", "gct-package-setup", "gct-engine-undo")
 PRESET = "50-gpu-container-toolkit.preset"
@@ -61,7 +65,8 @@ def render(template: Path, values: dict[str, str]) -> str:
 
 
 def substitutions(flavour: Flavour) -> dict[str, str]:
-    return {"PREFIX": PREFIX, "ENVIRONMENT_FILE": flavour.environment_file, "UNITS": " ".join(UNITS)}
+    return {"PREFIX": PREFIX, "ENVIRONMENT_FILE": flavour.environment_file, "UNITS": " ".join(UNITS),
+            "DEVICE_PLUGIN_UNIT": DEVICE_PLUGIN_UNIT, "DEVICE_PLUGIN_CONFIG": DEVICE_PLUGIN_CONFIG}
 
 
 def _write(root: Path, path: str, text: str | bytes, mode: int) -> None:
@@ -74,13 +79,21 @@ def _write(root: Path, path: str, text: str | bytes, mode: int) -> None:
     os.chmod(target, mode)
 
 
+def _is_program(path: Path) -> bool:
+    """An ELF file or a script (#!): what may be executable. Some wheels mark every file executable
+    (protobuf's .py modules), which lintian flags as executable-not-elf-or-script."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return head == b"\x7fELF" or head.startswith(b"#!")
+
+
 def _normalise_modes(root: Path) -> None:
-    """0755 for directories and executables, 0644 for everything else (umask and pip vary)."""
+    """0755 for directories and executable programs, 0644 for everything else (umask and pip vary)."""
     for path in [root, *root.rglob("*")]:
         st = path.lstat()
         if stat.S_ISLNK(st.st_mode):
             continue
-        if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o111:
+        if stat.S_ISDIR(st.st_mode) or (st.st_mode & 0o111 and _is_program(path)):
             os.chmod(path, 0o755)
         else:
             os.chmod(path, 0o644)
@@ -113,7 +126,8 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
 
     _write(dest, CONFIG_FILE, (packaging / "config" / "config.toml").read_text(), 0o644)
     _write(dest, flavour.environment_file, render(packaging / "default" / "nvidia-cdi-refresh", values), 0o644)
-    for unit in UNITS:
+    _write(dest, DEVICE_PLUGIN_CONFIG, (packaging / "device-plugin" / "config.yaml").read_text(), 0o644)
+    for unit in (*UNITS, DEVICE_PLUGIN_UNIT):
         _write(dest, f"{flavour.unit_dir}/{unit}", render(packaging / "systemd" / unit, values), 0o644)
     _write(dest, f"{flavour.udev_dir}/{UDEV_RULE}", render(packaging / "udev" / UDEV_RULE, values), 0o644)
     if flavour.preset_dir:
@@ -121,14 +135,15 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
 
     _write(dest, f"{DOC_DIR}/copyright", copyright_text, 0o644)
     _write(dest, f"{DOC_DIR}/python-distributions.txt", "\n".join(env.distributions) + "\n", 0o644)
-    _write(dest, f"{DOC_DIR}/packaging.md", (docs / "packaging.md").read_text(), 0o644)
+    for doc in ("packaging.md", "device-plugin.md"):
+        _write(dest, f"{DOC_DIR}/{doc}", (docs / doc).read_text(), 0o644)
     if flavour is DEB:
         _write(dest, f"{DOC_DIR}/changelog.Debian.gz", debian_changelog_gz(changelog_text), 0o644)
         _write(dest, "/usr/share/lintian/overrides/gpu-container-toolkit",
                (packaging / "debian" / "lintian-overrides").read_text(), 0o644)
     _normalise_modes(dest)
     set_mtimes(dest)
-    return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file), programs)
+    return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file, DEVICE_PLUGIN_CONFIG), programs)
 
 
 def set_mtimes(root: Path) -> None:

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from pkgtools.errors import BuildError, run
-from pkgtools.layout import CONFIG_FILE, DOC_DIR, UNITS, Staged, render
+from pkgtools.layout import CONFIG_FILE, DEVICE_PLUGIN_CONFIG, DEVICE_PLUGIN_UNIT, DOC_DIR, UNITS, Staged, render
 from pkgtools.metadata import (DESCRIPTION, NVIDIA_VERSION, OLD_RUNTIME_PACKAGE, PROVIDED, REPLACED, RUNTIMES, SUMMARY,
                                ChangelogEntry, rpm_changelog)
 from pkgtools.source import Project
@@ -29,7 +29,7 @@ def relations() -> str:
 
 def files_section(staged: Staged) -> str:
     """Every path the package owns: whole directories it alone owns, single files elsewhere."""
-    lines = [PREFIX, f"%dir {os.path.dirname(CONFIG_FILE)}"]
+    lines = [PREFIX, f"%dir {os.path.dirname(CONFIG_FILE)}", f"%dir {os.path.dirname(DEVICE_PLUGIN_CONFIG)}"]
     for conffile in staged.conffiles:
         lines.append(f"%config(noreplace) {conffile}")
     lines.extend(f"/usr/bin/{name}" for name in staged.programs)
@@ -69,6 +69,7 @@ def build_rpm(staged: Staged, project: Project, version: str, release: str, requ
         "STAGE": str(staged.root),
         "PREFIX": PREFIX,
         "UNITS": " ".join(UNITS),
+        "DEVICE_PLUGIN_UNIT": DEVICE_PLUGIN_UNIT,
         "FILES": files_section(staged),
         "CHANGELOG": rpm_changelog(changelog),
     }))

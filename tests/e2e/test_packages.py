@@ -45,8 +45,10 @@ PREFIX = "/usr/lib/gpu-container-toolkit"
 PROGRAMS = ("nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
             "nvidia-container-runtime-hook", "nvidia-cdi-hook", "nvidia-container-cli", "nvidia-ctk", "nvidia-device-plugin")
 NVML_READER = NVML_INVENTORY_PROGRAM   # beside the launchers, not one of them
-CONFFILES_DEB = ("/etc/nvidia-container-runtime/config.toml", "/etc/default/nvidia-cdi-refresh")
-CONFFILES_RPM = ("/etc/nvidia-container-runtime/config.toml", "/etc/sysconfig/nvidia-cdi-refresh")
+DEVICE_PLUGIN_CONFIG = "/etc/nvidia-device-plugin/config.yaml"
+DEVICE_PLUGIN_UNIT = "nvidia-device-plugin.service"   # shipped, never enabled by the package
+CONFFILES_DEB = ("/etc/nvidia-container-runtime/config.toml", "/etc/default/nvidia-cdi-refresh", DEVICE_PLUGIN_CONFIG)
+CONFFILES_RPM = ("/etc/nvidia-container-runtime/config.toml", "/etc/sysconfig/nvidia-cdi-refresh", DEVICE_PLUGIN_CONFIG)
 # pip's cache for the package builds of this machine's test runs (wheels built by Debian's python only)
 PIP_CACHE = Path(tempfile.gettempdir()) / "gct-packages-pip-cache"
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -240,6 +242,7 @@ def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
         os.readlink(deb_tree / PREFIX[1:] / "bin/python3").startswith("python3.")
     assert not list(deb_tree.rglob("__pycache__")), "bytecode is compiled at install time, not shipped"
     for path in ("lib/systemd/system/nvidia-cdi-refresh.service", "lib/systemd/system/nvidia-cdi-refresh.path",
+                 f"lib/systemd/system/{DEVICE_PLUGIN_UNIT}", "usr/share/doc/gpu-container-toolkit/device-plugin.md",
                  "lib/udev/rules.d/71-nvidia-cdi-refresh.rules", "usr/share/doc/gpu-container-toolkit/copyright",
                  "usr/share/doc/gpu-container-toolkit/changelog.Debian.gz", *(c[1:] for c in CONFFILES_DEB)):
         assert (deb_tree / path).is_file(), path
@@ -302,6 +305,7 @@ def test_rpm_lists_the_expected_files_and_metadata(built, deb_tree):
     for program in (*PROGRAMS, NVML_READER):
         assert f"/usr/bin/{program}" in files and f"{PREFIX}/bin/{program}" in files, program
     for path in (*CONFFILES_RPM, "/usr/lib/systemd/system/nvidia-cdi-refresh.service",
+                 f"/usr/lib/systemd/system/{DEVICE_PLUGIN_UNIT}",
                  "/usr/lib/systemd/system/nvidia-cdi-refresh.path", "/usr/lib/udev/rules.d/71-nvidia-cdi-refresh.rules",
                  f"{PREFIX}/libexec/nvidia-cdi-refresh", f"{PREFIX}/pyvenv.cfg",
                  f"{PREFIX}/lib/python3.11/site-packages/libcontainer_c/_native.abi3.so"):
@@ -336,7 +340,8 @@ def test_systemd_units_verify_and_the_udev_rule_is_well_formed(deb_tree, tmp_pat
     shutil.copytree(deb_tree, root, symlinks=True)
     # the units they order against (sysinit.target, ...) come from the systemd installed here
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True, dirs_exist_ok=True)
-    units = ["lib/systemd/system/nvidia-cdi-refresh.service", "lib/systemd/system/nvidia-cdi-refresh.path"]
+    units = ["lib/systemd/system/nvidia-cdi-refresh.service", "lib/systemd/system/nvidia-cdi-refresh.path",
+             f"lib/systemd/system/{DEVICE_PLUGIN_UNIT}"]
     done = sh(["systemd-analyze", "verify", f"--root={root}", *units], check=False, cwd=root)
     assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
     # the same check fails for a unit whose program is missing (so it can fail)
@@ -348,6 +353,8 @@ def test_systemd_units_verify_and_the_udev_rule_is_well_formed(deb_tree, tmp_pat
     assert "EnvironmentFile=-/etc/default/nvidia-cdi-refresh" in service
     assert f"ExecStart={PREFIX}/libexec/nvidia-cdi-refresh" in service
     assert "PathChanged=/lib/modules/%v/modules.dep" in (deb_tree / units[1]).read_text()
+    plugin = (deb_tree / units[2]).read_text()
+    assert f"ExecStart={PREFIX}/bin/nvidia-device-plugin --config-file={DEVICE_PLUGIN_CONFIG}" in plugin
     rule_lines = [line for line in (deb_tree / "lib/udev/rules.d/71-nvidia-cdi-refresh.rules").read_text().splitlines()
                   if line.strip() and not line.startswith("#")]
     assert rule_lines
@@ -526,6 +533,9 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
     assert (root / "run/cdi/nvidia.yaml").is_file()
     box.run("systemctl enable nvidia-cdi-refresh.path")
+    # the device plugin's unit is shipped, never enabled by the package; the admin enables it
+    assert not os.path.lexists(root / WANTS / DEVICE_PLUGIN_UNIT)
+    box.run(f"systemctl enable {DEVICE_PLUGIN_UNIT}")
     # the engines, configured by the admin with the package's tool
     box.run("nvidia-ctk runtime configure --runtime=docker --set-as-default")
     box.run("nvidia-ctk runtime configure --runtime=podman")
@@ -542,8 +552,9 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     box.run("dpkg -r gpu-container-toolkit")
     after = box.files()
     left = {p for p in after if p not in before}
-    configuration = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", PODMAN_HOOK, "/etc/docker/daemon.json"
-                     + docker_undo_suffix(), f"/{WANTS}/nvidia-cdi-refresh.path", f"/{WANTS}/nvidia-cdi-refresh.service"}
+    configuration = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", "/etc/nvidia-device-plugin", PODMAN_HOOK,
+                     "/etc/docker/daemon.json" + docker_undo_suffix(), f"/{WANTS}/nvidia-cdi-refresh.path",
+                     f"/{WANTS}/nvidia-cdi-refresh.service", f"/{WANTS}/{DEVICE_PLUGIN_UNIT}"}
     assert configuration <= left, left
     assert {p for p in left - configuration
             if not p.startswith(("/var/lib/systemd/deb-systemd-helper-", "/var/lib/gpu-container-toolkit"))} == set(), left
@@ -726,7 +737,8 @@ def test_docker_with_the_installed_deb_gives_containers_their_gpu(built, deb_tre
         left = [p for d in OverlayHost.DIRS for p in host.changed(d) if not p.startswith(theirs)]
         # /etc keeps the conffiles (and their directory) and the units' enabled state, which
         # deb-systemd-helper records under /var/lib/systemd until purge; nothing else of the package
-        kept = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", *(f"/{WANTS}/{u}" for u in UNITS)}
+        kept = {*CONFFILES_DEB, "/etc/nvidia-container-runtime", "/etc/nvidia-device-plugin",
+                *(f"/{WANTS}/{u}" for u in UNITS)}
         assert kept <= set(left), left
         assert [p for p in left if p not in kept and not p.startswith("/var/lib/systemd/deb-systemd-helper-")] == []
         # /run/cdi and the specs the package did not write are there as before; the runtime's cache
