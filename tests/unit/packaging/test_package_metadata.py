@@ -259,3 +259,16 @@ def test_the_packages_drop_every_test_only_launcher():
     from pkgtools import venv_build
 
     assert venv_build.TEST_ONLY_PROGRAMS == set(install_launchers.TEST_ONLY_PROGRAMS)
+
+
+def test_only_programs_keep_an_execute_bit(tmp_path):
+    """Wheels such as protobuf's install plain modules with mode 0755; in the packages only an ELF
+    file or a script stays executable (lintian: executable-not-elf-or-script)."""
+    files = {"module.py": (b"import os\n", 0o755), "script": (b"#!/bin/sh\nexit 0\n", 0o700),
+             "data.txt": (b"x", 0o600), "prog": (Path(sys.executable).resolve().read_bytes()[:64], 0o750)}
+    for name, (data, mode) in files.items():
+        (tmp_path / name).write_bytes(data)
+        (tmp_path / name).chmod(mode)
+    layout._normalise_modes(tmp_path)
+    modes = {name: (tmp_path / name).stat().st_mode & 0o7777 for name in files}
+    assert modes == {"module.py": 0o644, "script": 0o755, "data.txt": 0o644, "prog": 0o755}
