@@ -52,6 +52,12 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, os.strerror(err), f"mount {source} on {target}")
 
 
+def bind_mount(source: str, target: str) -> None:
+    """mount --bind source target, by the system call: a /proc/self/fd/N source stays the file it was
+    opened as (the mount program canonicalizes it to a path, which may name something else by then)."""
+    _mount(source, target, None, MS_BIND, None)
+
+
 def needed_paths() -> list[str]:
     """What the tests run from and must keep seeing: this checkout (tests, launchers, the project) and
     the interpreter's environment (the venv, the Python it was made from)."""

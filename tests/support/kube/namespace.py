@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
+from tests.support.mountns import bind_mount
+
 REPO = Path(__file__).resolve().parents[3]
 OVERLAID = ("/etc", "/var")
 READY = "ready"
@@ -36,17 +38,24 @@ def _mount_points_below(directory: str) -> list[str]:
 
 def _overlay(directory: str, layers: Path) -> None:
     """An overlay on directory whose writes go below layers; mounts below directory (a container's bind-mounted
-    /etc/resolv.conf) are put back on top of it."""
+    /etc/resolv.conf, a /var/lib of its own) are put back on top of it, each directory among them with an overlay
+    of its own: they are seen as on the machine, and nothing written there reaches it."""
+    kept = [(point, os.open(point, os.O_PATH)) for point in _mount_points_below(directory)]
+    _overlay_one(directory, layers)
+    for point, fd in kept:      # outermost first: an inner one goes on top of the outer one's overlay
+        if os.path.lexists(point):
+            bind_mount(f"/proc/self/fd/{fd}", point)
+            if os.path.isdir(point):
+                _overlay_one(point, layers)
+        os.close(fd)
+
+
+def _overlay_one(directory: str, layers: Path) -> None:
     name = directory.strip("/").replace("/", "-")
     upper, work = layers / f"{name}-upper", layers / f"{name}-work"
     upper.mkdir(parents=True)
     work.mkdir()
-    kept = [(point, os.open(point, os.O_PATH)) for point in _mount_points_below(directory)]
     _mount("-t", "overlay", "overlay", "-o", f"lowerdir={directory},upperdir={upper},workdir={work}", directory)
-    for point, fd in kept:
-        if os.path.lexists(point):
-            _mount("--bind", f"/proc/self/fd/{fd}", point)
-        os.close(fd)
 
 
 def _hosts_file(layers: Path, names: list[str]) -> None:
@@ -87,8 +96,10 @@ class MountNamespace:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline().strip() if ready else ""
         if line != READY:
+            self.proc.stdin.close()
+            why = self.proc.stderr.read().strip() if ready or self.proc.poll() is not None else ""
             self.stop()
-            raise RuntimeError(f"the mount namespace was not set up: {self.proc.stderr.read().strip() or line}")
+            raise RuntimeError(f"the mount namespace was not set up: {why or line}")
         return self
 
     @property
