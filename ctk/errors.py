@@ -23,11 +23,16 @@ class CliError(Exception):
         print(message_line(self.prog, "error", self.message), file=file or sys.stderr, flush=True)
 
 
+quiet = False   # `nvidia-ctk --quiet`: errors only
+
+
 def info(message: str, prog: str = "nvidia-ctk") -> None:
     """One line of news on stderr (`nvidia-ctk: wrote ...`): the paths and names in it escaped as every
-    message line escapes them. stdout stays the command's output."""
+    message line escapes them. stdout stays the command's output. Nothing under --quiet."""
     from cdi.errors import printable
 
+    if quiet:
+        return
     print(f"{prog}: {printable(message)}", file=sys.stderr, flush=True)
 
 

@@ -52,9 +52,10 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and exit.")
-@click.option("--debug", is_flag=True, help="Log debug messages to stderr.")
-def cli(debug: bool) -> None:
+@click.option("-d", "--debug", is_flag=True, help="Log debug messages to stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="Errors only: no warnings, no news lines (overrides --debug).")
+def cli(debug: bool, quiet: bool) -> None:
     """NVIDIA Container Toolkit admin CLI (gpu-container-toolkit)."""
     from ctk.main import configure_logging
 
-    configure_logging(debug)
+    configure_logging(debug, quiet)

@@ -8,9 +8,19 @@ import sys
 PROG = "nvidia-ctk"
 
 
-def configure_logging(debug: bool) -> None:
-    """What `--debug` asks (the group's option): debug messages on stderr; else warnings only."""
+def configure_logging(debug: bool, quiet: bool = False) -> None:
+    """What `--debug` asks (the group's option): debug messages on stderr; else warnings only. `--quiet`:
+    errors only, no news lines (ctk.errors.info) either, whatever --debug says (as NVIDIA's tool)."""
     from cdi import log
+
+    if quiet:
+        import logging
+
+        from ctk import errors
+
+        errors.quiet = True
+        logging.basicConfig(level=logging.ERROR, handlers=[logging.NullHandler()])
+        return
 
     def configure() -> None:
         import logging

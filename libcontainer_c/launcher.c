@@ -260,7 +260,7 @@ enum start { START_NATIVE, START_ALLOWLIST, START_CALLER_ENV };
 static const char *const flag_options[] = {"--debug", "-debug", "--quiet", "-quiet", "--help", "-help", "-h",
                                            "--version", "-version", "-v", NULL};
 static const char short_flag_letters[] = "dq";   /* -d -q, alone or combined (-dq, -qd, -dd) */
-static const char *const click_options[] = {"--debug", "--help", "-h", "--version", NULL};
+static const char *const click_options[] = {"--debug", "-d", "--quiet", "-q", "--help", "-h", "--version", NULL};
 static const char *const exiting_options[] = {"--help", "-h", "--version", NULL};
 
 static int is_one_of(const char *arg, const char *const *list)

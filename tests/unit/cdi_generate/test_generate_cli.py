@@ -149,6 +149,16 @@ def test_output_file_is_written_atomically_with_mode_0644(sim_host, tmp_path):
     assert json.loads(dash.stdout)["devices"]
 
 
+@pytest.mark.parametrize("flags, says", [(["-q"], False), (["--quiet", "-d"], False), (["-d"], True)])
+def test_global_debug_and_quiet_as_nvidias_tool(sim_host, tmp_path, flags, says):
+    """Issue 27.2: NVIDIA's global -d/--debug and -q/--quiet (errors only, over --debug)."""
+    out = tmp_path / "nvidia.yaml"
+    done = subprocess.run([NVIDIA_CTK, *flags, "cdi", "generate", "--driver-root", str(sim_host), "--output", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and out.exists()
+    assert ("nvidia-ctk: generated CDI spec" in done.stderr) == says and (says or done.stderr == "")
+
+
 def test_an_output_that_is_a_fifo_or_device_is_refused_and_left_alone(sim_host, tmp_path):
     """The spec is renamed over its path: that would put a regular file where a device node or FIFO was
     (`--output /dev/null` replaced the host's /dev/null)."""
