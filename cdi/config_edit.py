@@ -97,3 +97,25 @@ def render_document(document) -> str:
     import tomlkit
 
     return tomlkit.dumps(document)
+
+
+def _defaults_table(cls: type) -> dict:
+    """cls's keys with their defaults, tables (records) after plain keys, as TOML writes them."""
+    plain, tables = {}, {}
+    for f in fields(cls):
+        key = f.metadata.get("toml")
+        if not key or key == "features":   # features: none is on by default
+            continue
+        default = f.default if f.default_factory is MISSING else f.default_factory()
+        if is_record(default):
+            tables[key] = _defaults_table(type(default))
+        else:
+            plain[key] = list(default) if isinstance(default, tuple) else default
+    return {**plain, **tables}
+
+
+def default_config_text() -> str:
+    """`nvidia-ctk config default`: every key with its built-in default, as a config.toml."""
+    import tomlkit
+
+    return tomlkit.dumps(_defaults_table(Config))

@@ -8,7 +8,7 @@ from ctk import cdi_generate_run as run
 
 
 def _click_option(option: run.Option):
-    names = [option.name, option.short] if option.short else [option.name]
+    names = [option.name, *option.aliases, *([option.short] if option.short else [])]
     kwargs = {"help": option.help}
     if option.flag:
         kwargs["is_flag"] = True

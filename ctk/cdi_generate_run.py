@@ -14,6 +14,19 @@ from ctk.errors import CliError, info
 from ctk.files import make_parent_dirs
 
 FORMATS = ("yaml", "json")
+# NVIDIA's --mode values. auto and nvml are what this toolkit does (NVML's GPUs and MIG devices); for the
+# others, why they cannot apply here (the error says it, rather than writing a spec that is not asked for).
+MODES = ("auto", "nvml", "csv", "wsl", "management", "gds", "mofed", "gdrcopy", "nvswitch", "imex")
+_UNSUPPORTED_MODES = {
+    "csv": "the driver files of Tegra (Jetson) boards, listed in CSV files",
+    "wsl": "WSL2's GPUs, reached through /dev/dxg and the Windows driver store",
+    "management": "every driver node and tool, for management containers without a GPU",
+    "gds": "GPUDirect Storage nodes (/dev/nvidia-fs*)",
+    "mofed": "Mellanox OFED InfiniBand nodes (/dev/infiniband)",
+    "gdrcopy": "the gdrdrv node (/dev/gdrdrv)",
+    "nvswitch": "NVSwitch nodes (/dev/nvidia-nvswitch*)",
+    "imex": "IMEX channel nodes (/dev/nvidia-caps-imex-channels)",
+}
 
 
 class Option:
@@ -21,8 +34,8 @@ class Option:
 
     def __init__(self, name: str, dest: str, help: str, *, short: str | None = None, flag: bool = False,
                  multiple: bool = False, choices: tuple[str, ...] | None = None, default: str | None = None,
-                 show_default: bool = False):
-        self.name, self.dest, self.help, self.short = name, dest, help, short
+                 show_default: bool = False, aliases: tuple[str, ...] = ()):
+        self.name, self.dest, self.help, self.short, self.aliases = name, dest, help, short, aliases
         self.flag, self.multiple, self.choices, self.default = flag, multiple, choices, default
         self.show_default = show_default
 
@@ -41,8 +54,14 @@ OPTIONS = (
     Option("--device-name-strategy", "strategies", "How devices are named: index (0, 1:0), uuid (GPU-.., MIG-..), "
            "type-index (gpu0, mig1:0). Repeatable; default: index and uuid.", multiple=True,
            choices=("index", "uuid", "type-index")),
-    Option("--vendor", "vendor", "CDI vendor of the kind.", default="nvidia.com", show_default=True),
-    Option("--class", "cls", "CDI class of the kind.", default="gpu", show_default=True),
+    Option("--vendor", "vendor", "CDI vendor of the kind.", default="nvidia.com", show_default=True,
+           aliases=("--cdi-vendor",)),
+    Option("--class", "cls", "CDI class of the kind.", default="gpu", show_default=True, aliases=("--cdi-class",)),
+    Option("--mode", "mode", "What to describe: auto and nvml (the GPUs and MIG devices NVML reports) are the "
+           "modes of this toolkit; NVIDIA's other modes are refused, saying why.", choices=MODES, default="auto",
+           show_default=True),
+    Option("--ldconfig-path", "ldconfig_path", "The host's ldconfig the spec's update-ldcache runs (an absolute "
+           "path, '@' prefix optional) [config.toml nvidia-container-cli.ldconfig]."),
     Option("--no-all-device", "no_all_device", "Do not add the 'all' device.", flag=True),
     Option("--device-id", "device_ids", "Describe only this GPU or MIG device (0, 1:0, GPU-.., MIG-.., PCI bus id). "
                                         "Repeatable.", multiple=True),
@@ -78,7 +97,16 @@ def _say_written(spec, output: str) -> None:
          f"{spec.kind} device{'s' if count != 1 else ''} in {output}")
 
 
-def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path) -> None:
+def _host_ldconfig(value: str) -> str:
+    path = value[1:] if value.startswith("@") else value
+    if not os.path.isabs(path):
+        raise CliError(f"the ldconfig path must be absolute, not {value!r} (the host's ldconfig runs: "
+                       "an image's own is never run)", "--ldconfig-path")
+    return path
+
+
+def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path,
+             mode="auto", ldconfig_path=None) -> None:
     from cdi.config import load_config
     from cdi.discover import default_hook_path
     from cdi.driver_root import resolve_driver_root
@@ -87,13 +115,16 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
     from cdi.nvml import load_inventory
     from cdi.spec import render_spec, write_spec
 
+    if mode in _UNSUPPORTED_MODES:
+        raise CliError(f"mode {mode} cannot apply here: it describes {_UNSUPPORTED_MODES[mode]}; this toolkit "
+                       "describes the GPUs and MIG devices NVML reports (--mode auto or nvml)", "--mode")
     yaml_format = _format_for(output, fmt) == "yaml"
     if hook_path is not None and not os.path.isabs(hook_path):
         raise CliError("the hook path must be absolute", "--nvidia-cdi-hook-path")
     try:
         config = load_config()
         cli = config.nvidia_container_cli
-        ldconfig = config.host_ldconfig()
+        ldconfig = _host_ldconfig(ldconfig_path) if ldconfig_path else config.host_ldconfig()
         root = resolve_driver_root(driver_root, cli.root)
         inventory = load_inventory(root)
         spec = generate_spec(root, inventory, vendor=vendor, cls=cls, strategies=strategies,

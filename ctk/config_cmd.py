@@ -10,7 +10,7 @@ import click
 from ctk.errors import CliError
 
 
-@click.command("config")
+@click.group("config", invoke_without_command=True)
 @click.option("--config-file", "--config", "-c", "config_file", metavar="FILE",
               help="The config.toml to read [$NVIDIA_CTK_CONFIG_FILE_PATH, else "
                    "${XDG_CONFIG_HOME:-/etc}/nvidia-container-runtime/config.toml]; missing: an empty one.")
@@ -21,8 +21,15 @@ from ctk.errors import CliError
 @click.option("--in-place", "-i", is_flag=True, help="Write the result back to the config file (atomically, "
               "keeping its mode and owner).")
 @click.option("--output", "-o", metavar="FILE", help="Write the result to FILE [stdout].")
-def config(config_file, settings, set_list_separator, in_place, output) -> None:
-    """Print the config file with the --set keys changed, or write it (--in-place, --output)."""
+@click.pass_context
+def config(ctx, config_file, settings, set_list_separator, in_place, output) -> None:
+    """Print the config file with the --set keys changed, or write it (--in-place, --output).
+    `config default` prints the built-in defaults."""
+    if ctx.invoked_subcommand is not None:
+        if config_file or settings or in_place or output:
+            raise CliError(f"config's own options do not apply to `config {ctx.invoked_subcommand}`",
+                           ctx.invoked_subcommand)
+        return
     from cdi.config import config_path
     from cdi.config_edit import check_document, parse_document, parse_setting, render_document, set_key
     from cdi.errors import ConfigError
@@ -51,3 +58,22 @@ def config(config_file, settings, set_list_separator, in_place, output) -> None:
         raise CliError(exc.what, exc.where) from None
     except OSError as exc:
         raise CliError(f"cannot write the config: {exc.strerror or exc}", target) from None
+
+
+@config.command("default")
+@click.option("--output", "-o", metavar="FILE", help="Write the defaults to FILE [stdout].")
+def default(output) -> None:
+    """Print every key of config.toml with its built-in default (a starting point for a config file)."""
+    from cdi.config_edit import default_config_text
+    from ctk.files import make_parent_dirs
+    from runtime_shim.engine_config.common import write_atomically
+
+    text = default_config_text()
+    if output and output != "-":
+        try:
+            make_parent_dirs(output)
+            write_atomically(output, text)
+        except OSError as exc:
+            raise CliError(f"cannot write the config: {exc.strerror or exc}", output) from None
+    else:
+        sys.stdout.write(text)

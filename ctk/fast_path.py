@@ -13,7 +13,7 @@ import os
 
 from ctk.cdi_generate_run import OPTIONS
 
-_BY_NAME = {option.name: option for option in OPTIONS}
+_BY_NAME = {name: option for option in OPTIONS for name in (option.name, *option.aliases)}
 
 
 def parse_generate(args: list[str]) -> tuple[bool, dict] | None:

@@ -252,6 +252,32 @@ def test_configured_ldconfig_reaches_the_hook_and_a_container_path_is_refused(si
         f"for the host's ({config})")
 
 
+def test_nvidias_other_flag_spellings(sim_host):
+    """Issue 27.2: --cdi-vendor/--cdi-class (NVIDIA's aliases), --mode auto/nvml, --ldconfig-path."""
+    document = spec_of(sim_host, "--cdi-vendor", "example.com", "--cdi-class", "accel", "--mode", "nvml",
+                       "--ldconfig-path", "/usr/sbin/ldconfig.real")
+    assert document["kind"] == "example.com/accel"
+    assert document == spec_of(sim_host, "--vendor=example.com", "--class=accel", "--mode=auto",
+                               "--ldconfig-path=@/usr/sbin/ldconfig.real")
+    args = document["containerEdits"]["hooks"][0]["args"]
+    assert args[args.index("--ldconfig-path") + 1] == "@/usr/sbin/ldconfig.real"
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--mode", "gds"], "mode gds cannot apply here: it describes GPUDirect Storage nodes (/dev/nvidia-fs*); this "
+                        "toolkit describes the GPUs and MIG devices NVML reports (--mode auto or nvml) (--mode)"),
+    (["--mode", "wsl"], "mode wsl cannot apply here: it describes WSL2's GPUs, reached through /dev/dxg and the "
+                        "Windows driver store; this toolkit describes the GPUs and MIG devices NVML reports "
+                        "(--mode auto or nvml) (--mode)"),
+    (["--ldconfig-path", "sbin/ldconfig"], "the ldconfig path must be absolute, not 'sbin/ldconfig' (the host's "
+                                           "ldconfig runs: an image's own is never run) (--ldconfig-path)"),
+])
+def test_modes_that_cannot_apply_here_say_why(sim_host, tmp_path, args, line):
+    out = tmp_path / "nvidia.yaml"
+    result = generate("--driver-root", str(sim_host), "--output", str(out), *args, check=False)
+    assert (result.returncode, result.stderr) == (1, f"nvidia-ctk: error: {line}\n") and not out.exists()
+
+
 # ctk.fast_path leaves `--output -` to click
 @pytest.mark.parametrize("more", [[], ["--output", "-"]], ids=["fast-path", "click"])
 def test_a_closed_stdout_is_one_line(sim_host, more):

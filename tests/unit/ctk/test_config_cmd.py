@@ -118,3 +118,19 @@ def test_a_config_file_holding_csv_still_loads_and_its_typo_error_offers_no_csv(
     with pytest.raises(ConfigError) as info:
         load_config(str(path))
     assert info.value.what == "nvidia-container-runtime.mode must be one of auto, legacy, cdi, jit-cdi, not 'cvs'"
+
+
+def test_config_default_prints_every_key_with_its_default(tmp_path, capsys):
+    """Issue 27.2: NVIDIA's `nvidia-ctk config default`. Read back, it is the built-in configuration."""
+    from cdi.config import Config
+    from cdi.record import replace
+
+    assert main(["config", "default"]) == 0
+    text = capsys.readouterr().out
+    assert '[nvidia-container-runtime]\ndebug = "/dev/null"\nlog-level = "info"\n' in text
+    path = tmp_path / "config.toml"
+    assert main(["config", "default", "--output", str(path)]) == 0
+    assert path.read_text() == text
+    assert replace(load_config(str(path)), source=None) == Config()
+    assert main(["config", "--set", "nvidia-container-runtime.mode=cdi", "-c", str(path)]) == 0   # still a command
+    assert 'mode = "cdi"' in capsys.readouterr().out
