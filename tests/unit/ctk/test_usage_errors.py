@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from ctk.group import COMMANDS
+
 
 def ctk(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ctk.main", *args], capture_output=True, text=True, timeout=60)
@@ -21,7 +23,7 @@ def ctk(*args: str) -> subprocess.CompletedProcess:
     (["runtime", "configure", "--runtime", "lxd"], "invalid value for '--runtime': 'lxd' is not one of 'docker', "
      "'containerd', 'crio', 'podman' (see nvidia-ctk runtime configure --help)"),
     (["config", "--set"], "option '--set' requires an argument"),   # click gives no command here
-    ([], "missing command: cdi, config, hook, info, mps, runtime, simulate (see nvidia-ctk --help)"),
+    ([], f"missing command: {', '.join(sorted(COMMANDS))} (see nvidia-ctk --help)"),
     (["cdi"], "missing command: generate, list, validate (see nvidia-ctk cdi --help)"),
 ])
 def test_a_usage_error_is_one_line(args, line):
