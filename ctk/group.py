@@ -18,6 +18,7 @@ COMMANDS = {
     "mps": "ctk.mps_cmd:mps",
     "simulate": "ctk.simulate_cmd:simulate",
     "runtime": "ctk.runtime_cmd:runtime",
+    "system": "ctk.system_cmd:system",
 }
 
 
