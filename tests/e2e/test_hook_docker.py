@@ -131,7 +131,18 @@ def test_unknown_device_fails_clearly(dockerd):
     result = run_gpus(daemon, '"device=7"', script="echo STARTED")
     assert result.returncode != 0
     assert "STARTED" not in result.stdout
-    assert "nvidia-container-runtime-hook: error: unknown device id '7': GPU index 7 out of range, this host has" in result.stderr, \
+    assert ("nvidia-container-runtime-hook: error: unknown device id '7': GPU index 7 out of range, "
+            "this host has") in result.stderr, result.stderr
+
+
+def test_more_gpus_than_the_host_has_names_what_the_user_typed(dockerd):
+    """Issue 27.5: `docker run --gpus 5` on a 2-GPU host said "unknown device id '2' (NVIDIA_VISIBLE_DEVICES)",
+    a variable the user never set; docker writes 0,1,2,3,4 into it, and the line names --gpus 5."""
+    daemon, _ = dockerd
+    result = run_gpus(daemon, "5", script="echo STARTED")
+    assert result.returncode != 0 and "STARTED" not in result.stdout
+    assert ("nvidia-container-runtime-hook: error: 5 GPUs asked for (docker --gpus 5, or NVIDIA_VISIBLE_DEVICES="
+            "0,1,2,3,4): this host has 2 GPUs (0-1); ask for fewer (NVIDIA_VISIBLE_DEVICES)") in result.stderr, \
         result.stderr
 
 
