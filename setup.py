@@ -1,4 +1,4 @@
-"""cffi_modules cannot be declared in pyproject.toml (REFERENCE §5); everything else lives there but the
+"""cffi_modules cannot be declared in pyproject.toml (docs/reference.md#building); everything else lives there but the
 wheel's scripts: the static launcher under every program's name (libcontainer_c/install_launchers.py),
 beside the file through which the installer tells the launchers their interpreter."""
 import importlib.util

@@ -1,5 +1,5 @@
 """Applying container edits to an OCI runtime spec (a config.json dict), as CDI consumers do
-(REFERENCE §3): env (dedup by key, replace in place), device nodes (filled from the host node; dedup by
+(docs/reference.md#cdi-apply): env (dedup by key, replace in place), device nodes (filled from the host node; dedup by
 container path; a device-cgroup allow rule, default access rwm), mounts (replace the one with the same
 destination, then stable-sort by number of path components), hooks (appended), then intelRdt,
 additionalGids and netDevices.

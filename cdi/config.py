@@ -1,4 +1,4 @@
-"""config.toml: where it is, every key users have today and its default (REFERENCE §1).
+"""config.toml: where it is, every key users have today and its default (docs/reference.md#config).
 
 Path: `$NVIDIA_CTK_CONFIG_FILE_PATH`, else `${XDG_CONFIG_HOME:-/etc}/nvidia-container-runtime/config.toml`.
 A missing file means all defaults; a file that is not TOML or holds a value of the wrong type is a

@@ -19,7 +19,7 @@ it is opened without following links. Anything else (missing, foreign, malformed
 config parsed as usual. Writing is best effort: a read-only or full /run only costs speed.
 NVIDIA_CTK_CACHE_DIR is trusted as NVIDIA_CTK_CONFIG_FILE_PATH is: both come from the program's own
 environment, for the hook the env list the shim writes or Docker fills from dockerd's, never the
-image's (REFERENCE §4: every hook we add carries a non-empty env). A relative one is ignored.
+image's (docs/reference.md#hook-env: every hook we add carries a non-empty env). A relative one is ignored.
 
 Where: `$NVIDIA_CTK_CACHE_DIR`, else /run/nvidia-container-toolkit for the system config (the
 runtime shim's cache dir: a tmpfs, nothing outlives a boot). A config named by

@@ -50,7 +50,7 @@ log = get_logger(__name__)  # imports logging only when a message can be shown
 HOOK_PROGRAM = "nvidia-cdi-hook"
 DEFAULT_HOOK_PATH = "/usr/bin/nvidia-cdi-hook"
 # A hook's environment is exactly its env list; an empty one is dropped by engines and the image's
-# environment leaks in (REFERENCE §4). The hook needs nothing else: all it does is in its args.
+# environment leaks in (docs/reference.md#hook-env). The hook needs nothing else: all it does is in its args.
 HOOK_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin",)
 # Our hook entry runs at createRuntime and joins the container's mount namespace itself: runc 1.1
 # hands a createContainer hook its state several milliseconds late (docs/runtime-shim.md). NVIDIA's
@@ -68,7 +68,7 @@ OURS, NVIDIAS = "ours", "nvidia"
 
 VISIBLE_DEVICES_VOID = "NVIDIA_VISIBLE_DEVICES=void"
 CONTROL_NODE = "nvidiactl"
-# Control nodes per capability (REFERENCE §2): uvm only with compute, modeset only with display.
+# Control nodes per capability (docs/reference.md#device-nodes): uvm only with compute, modeset only with display.
 CAPABILITY_NODES = {"compute": ("nvidia-uvm", "nvidia-uvm-tools"), "display": ("nvidia-modeset",)}
 MIG_CAP_DIR = "nvidia-caps"
 DRI_DIR = "dri"

@@ -80,7 +80,7 @@ EXTRA_LINKS = {
 GRAPHICS_ONLY_LINKS = frozenset({"gbm/nvidia-drm_gbm.so"})
 
 ALL_CAPABILITIES = ("compat32", "compute", "display", "graphics", "ngx", "utility", "video")
-# Libraries a capability needs beyond its own (REFERENCE §2).
+# Libraries a capability needs beyond its own (docs/reference.md#driver-libraries).
 _IMPLIED_LIBRARIES = {"video": ("compute",), "display": ("graphics",)}
 COMMON = "common"   # the capability of files every request gets (GSP firmware)
 

@@ -1,4 +1,4 @@
-"""CDI device names: `vendor/class=name`, and kinds `vendor/class` (REFERENCE §3).
+"""CDI device names: `vendor/class=name`, and kinds `vendor/class` (docs/reference.md#cdi-names).
 
 vendor and class start with a letter, end with a letter or digit and hold `[A-Za-z0-9_.-]` in between;
 a device name starts and ends with a letter or digit and may also hold `:` (MIG pairs like `0:1`).

@@ -1,4 +1,4 @@
-"""Which GPUs, capabilities and extras a container asks for (REFERENCE §1), read from its OCI spec.
+"""Which GPUs, capabilities and extras a container asks for (docs/reference.md#requests), read from its OCI spec.
 
 Shared by the runtime shim, the prestart hook and the CLI. The result, a DeviceRequest, holds the
 ids exactly as asked (checked for form, not yet looked up): the shim in CDI mode turns them into

@@ -1,4 +1,4 @@
-"""NVIDIA_REQUIRE_* constraints: parsing and evaluation against an inventory (REFERENCE §1).
+"""NVIDIA_REQUIRE_* constraints: parsing and evaluation against an inventory (docs/reference.md#require).
 
 Each variable must hold; within one, space-separated alternatives are ORed and the comma-separated
 terms of an alternative ANDed. A term is `<key><op><value>`: keys cuda, driver, arch compare dotted

@@ -1,4 +1,4 @@
-"""CDI spec data types and their JSON form (REFERENCE §3).
+"""CDI spec data types and their JSON form (docs/reference.md#cdi-spec).
 
 `from_dict` turns a parsed document into these types and rejects wrong types and unknown fields with
 the JSON path of the offender; the rules of valid CDI (names, versions, required fields, patterns)
@@ -255,8 +255,8 @@ def _refuse_lone_surrogates(document: object, path: str) -> None:
 
 
 def _check_hook_env(spec: Spec, where: str) -> None:
-    """Project rule (DESIGN.md): every hook we write carries a non-empty env. Engines drop an empty one,
-    and the hook then runs with the image's environment (runc) or the engine's (crun)."""
+    """Project rule (docs/reference.md#hook-env): every hook we write carries a non-empty env. Engines
+    drop an empty one, and the hook then runs with the image's environment (runc) or the engine's (crun)."""
     edits = [("$.containerEdits", spec.container_edits)] + \
         [(f"$.devices[{i}].containerEdits", d.container_edits) for i, d in enumerate(spec.devices)]
     for at, e in edits:

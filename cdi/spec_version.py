@@ -1,4 +1,4 @@
-"""Which cdiVersion a spec's content needs (REFERENCE §3).
+"""Which cdiVersion a spec's content needs (docs/reference.md#cdi-versions).
 
 Writers emit the OLDEST version the content needs, because consumers accept only the versions they
 know (podman 4.3: 0.2.0..0.5.0); readers reject a spec that declares an older version than its

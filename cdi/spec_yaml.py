@@ -1,4 +1,4 @@
-"""CDI specs as YAML, with names always strings (REFERENCE §3).
+"""CDI specs as YAML, with names always strings (docs/reference.md#cdi-yaml).
 
 PyYAML's safe_load follows YAML 1.1: an unquoted `name: 1:0` becomes the integer 60 (base 60),
 `0` becomes 0 and `on` becomes True. Other CDI tools read YAML type-directed (a field of type string

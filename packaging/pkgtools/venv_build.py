@@ -7,7 +7,7 @@ touching the build host: in a private mount namespace (`unshare -m`) an overlay 
 /usr/lib whose upper layer is a temp dir. Everything the build writes there lands in that layer;
 the host's /usr/lib never changes and the mount disappears with the namespace.
 
-Inside, on Debian's /usr/bin/python3 (never the first python3 on PATH, REFERENCE §5):
+Inside, on Debian's /usr/bin/python3 (never the first python3 on PATH, docs/reference.md#building):
   1. python3.X -m venv PREFIX
   2. pip wheel the source snapshot (the compiled cffi module goes into the wheel)
   3. pip install the wheel and its dependencies into PREFIX (no .pyc: postinst compiles them)

@@ -1,11 +1,12 @@
 """containerd: the runtime goes into a drop-in file that the main config imports.
 
-containerd 1.x merges an imported file by replacing each plugin's section as a whole (REFERENCE §5):
-a drop-in that held only `containerd.runtimes.nvidia` would silently wipe the user's sandbox image,
-snapshotter, registry settings and even the default `runc` runtime. So the drop-in carries the whole
-CRI section as containerd would otherwise see it (the main config, then its other imports, in
-containerd's load order), plus our changes. Re-running `configure` refreshes that copy; the drop-in is
-always rebuilt from the current configuration, so a second run changes nothing.
+containerd 1.x merges an imported file by replacing each plugin's section as a whole
+(docs/reference.md#containerd-imports): a drop-in that held only `containerd.runtimes.nvidia` would
+silently wipe the user's sandbox image, snapshotter, registry settings and even the default `runc`
+runtime. So the drop-in carries the whole CRI section as containerd would otherwise see it (the main
+config, then its other imports, in containerd's load order), plus our changes. Re-running `configure`
+refreshes that copy; the drop-in is always rebuilt from the current configuration, so a second run
+changes nothing.
 
 The main config gets one line, `imports = [...]` (or one more entry in an existing list), marked with
 a comment so `--remove` knows the key is ours; the user's comments and formatting stay (tomlkit).

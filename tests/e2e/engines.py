@@ -120,8 +120,8 @@ def unique_cgroup_parent(engine: str) -> str:
 
 def dockerd_private_args(workdir: Path, socket: Path, config_file: Path, cgroup_parent: str) -> list[str]:
     """dockerd's flags for a private daemon: data root, exec root and pid file in workdir, its own
-    socket and cgroup parent, no networking set-up (REFERENCE §4: these flags must not also appear in
-    the daemon.json)."""
+    socket and cgroup parent, no networking set-up (docs/reference.md#test-hosts: these flags must not
+    also appear in the daemon.json)."""
     return ["--data-root", str(workdir / "data"), "--exec-root", str(workdir / "exec"),
             "--pidfile", str(workdir / "docker.pid"), "-H", f"unix://{socket}",
             "--iptables=false", "--ip6tables=false", "--bridge=none", "--cgroup-parent", cgroup_parent,
@@ -130,9 +130,10 @@ def dockerd_private_args(workdir: Path, socket: Path, config_file: Path, cgroup_
 
 def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tuple[str, ...] = (),
                   env: dict[str, str] | None = None) -> Daemon:
-    """dockerd with its own data root, exec root, pid file and socket; no networking set-up (REFERENCE §4:
-    these flags must not also appear in the daemon.json). env is added to dockerd's environment, which
-    its containerd, the shims and so the OCI runtimes inherit (e.g. NVIDIA_CTK_CONFIG_FILE_PATH)."""
+    """dockerd with its own data root, exec root, pid file and socket; no networking set-up
+    (docs/reference.md#test-hosts: these flags must not also appear in the daemon.json). env is added to
+    dockerd's environment, which its containerd, the shims and so the OCI runtimes inherit (e.g.
+    NVIDIA_CTK_CONFIG_FILE_PATH)."""
     workdir = workdir or short_tempdir("gct-dockerd-")
     data_root, exec_root = workdir / "data", workdir / "exec"
     data_root.mkdir(exist_ok=True)
@@ -247,7 +248,7 @@ def podman_places(workdir: str) -> None:
 class PrivatePodman:
     """podman with its own storage (vfs), run root, tmp dir and containers.conf (CONTAINERS_CONF): the
     host's /etc/containers is never read or written. Root lacks CAP_SYS_RESOURCE here, so the conf
-    sets ulimits podman can apply (REFERENCE §4); runc avoids crun's hybrid-cgroup quirk.
+    sets ulimits podman can apply (docs/reference.md#test-hosts); runc avoids crun's hybrid-cgroup quirk.
 
     Every podman runs in one mount namespace of this podman's own (`holder`, podman_places): nothing it,
     conmon, the runtimes or the hooks write at fixed paths reaches the machine's /run, /etc, /dev/shm or

@@ -1,4 +1,4 @@
-"""Once-per-boot host quirks that real runtimes need on these machines (REFERENCE §4).
+"""Once-per-boot host quirks that real runtimes need on these machines (docs/reference.md#test-hosts).
 
 crun (and podman through it) refuse hybrid cgroups while the hugetlb controller sits on cgroup v2;
 binding it to a v1 hierarchy fixes that. This changes no file under /etc: it is a mount under

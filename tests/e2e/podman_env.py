@@ -2,7 +2,7 @@
 containers.conf through CONTAINERS_CONF, cgroupfs, file events; nothing under /etc is touched).
 
 What CDI tests add: a busybox-static image imported without a registry, and a spec installed where
-podman 4.3 looks for CDI specs. That podman has no `--cdi-spec-dir` (REFERENCE §5) and reads
+podman 4.3 looks for CDI specs. That podman has no `--cdi-spec-dir` (docs/reference.md#test-hosts) and reads
 /etc/cdi and /var/run/cdi: in its own mount namespace those are dirs of its own
 (PrivatePodman.cdi_spec_dir is its /run/cdi), so a spec never goes to the machine's /run/cdi and two
 test runs never see each other's specs.

@@ -2,7 +2,7 @@
 
 busybox-static gives a shell and the usual tools; with `glibc=True` the host's C library and the
 static ldconfig are added (the simulated nvidia-smi and `ldconfig -p` need them), and the tree is
-marked Debian-like so injected libraries go to /usr/lib/x86_64-linux-gnu (REFERENCE §2).
+marked Debian-like so injected libraries go to /usr/lib/x86_64-linux-gnu (docs/reference.md#driver-libraries).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ctr adds the prestart hook `containerd oci-hook -- <nvidia-container-cli found in ctr's PATH>
 --load-kmods configure --device=0 --compute --compat32 --graphics --utility --video --display
---pid={{pid}} {{rootfs}}` with ctr's own environment as the hook's env (REFERENCE §5; checked here on
+--pid={{pid}} {{rootfs}}` with ctr's own environment as the hook's env (docs/reference.md#ctr-gpus; checked here on
 the spec ctr writes). So ctr runs with the venv's bin first in PATH and NVIDIA_CTK_CONFIG_FILE_PATH
 naming a config whose `[nvidia-container-cli] root` is the simulated host. The image is a docker-archive
 tar built here from a busybox+glibc rootfs (no registry)."""
@@ -117,7 +117,7 @@ def test_ctr_run_gpus_0_gets_exactly_gpu_0(gpu_containerd):
     gpus = marker_inventory(host)["gpus"]
     before = runtime_mounts_under(daemon, host)
 
-    # the hook ctr writes: our program, found in ctr's PATH, with the argv of REFERENCE §5
+    # the hook ctr writes: our program, found in ctr's PATH, with the argv of docs/reference.md#ctr-gpus
     ctr("containers", "create", "--gpus", "0", IMAGE, "spec-check", "true")
     spec = json.loads(ctr("containers", "info", "spec-check").stdout)["Spec"]
     ctr("containers", "rm", "spec-check")

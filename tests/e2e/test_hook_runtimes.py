@@ -186,7 +186,7 @@ def test_imex_channel_that_does_not_exist_is_refused(host, tmp_path):
 
 def test_device_plugin_volume_mounts_select_the_gpu_when_enabled(host, tmp_path):
     # a device plugin's way: /dev/null mounted at /var/run/nvidia-container-devices/<id>; the env asks
-    # for all, and the mounts win (REFERENCE §1 precedence)
+    # for all, and the mounts win (docs/reference.md#requests: precedence)
     root, inventory = host
     config = write_config(tmp_path / "config.toml", root, extra="accept-nvidia-visible-devices-as-volume-mounts = true")
     bundle = with_mknod(make_bundle(tmp_path / "bundle", ["sh", "-c", PROBE], env=["NVIDIA_VISIBLE_DEVICES=all"],

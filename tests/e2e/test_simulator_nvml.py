@@ -1,4 +1,4 @@
-"""The simulated libnvidia-ml.so.1 through the real pynvml: every NVML function of REFERENCE §2, with
+"""The simulated libnvidia-ml.so.1 through the real pynvml: every NVML function of docs/reference.md#nvml, with
 the values the host was built with, and the errors the real library gives for bad handles, indices,
 versions and states. One NVML per process: every check runs in its own Python subprocess."""
 from __future__ import annotations

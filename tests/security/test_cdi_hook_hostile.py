@@ -1,4 +1,4 @@
-"""nvidia-cdi-hook against hostile images (REFERENCE §6): nothing appears, changes or runs on the host.
+"""nvidia-cdi-hook against hostile images (docs/reference.md#attacks): nothing appears, changes or runs on the host.
 
 The installed program (the static launcher) runs as a createContainer hook would: root, state on
 stdin, cwd in the rootfs. The "host" is a temp dir next to the rootfs holding a victim file; the image

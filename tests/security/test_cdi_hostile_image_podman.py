@@ -56,7 +56,7 @@ def test_hostile_image_changes_and_runs_nothing_on_the_host(setup, tmp_path):  #
 
 def test_nvidias_older_spec_runs_its_hooks_through_nvidia_ctk_and_nothing_of_the_image(setup, tmp_path):  # noqa: F811
     """NVIDIA's older specs run `nvidia-ctk hook create-symlinks ...` and `nvidia-ctk hook update-ldcache ...`
-    from hooks without `env`, which runc runs with the image's environment (REFERENCE §4). The installed
+    from hooks without `env`, which runc runs with the image's environment (docs/reference.md#hook-env). The installed
     nvidia-ctk runs them as nvidia-cdi-hook, in C: links and cache are made, no marker appears."""
     podman, _ = setup
     markers = tmp_path / "markers"

@@ -1,4 +1,4 @@
-"""The known attacks on GPU container hooks (REFERENCE §6), each against nvidia-container-runtime-hook with
+"""The known attacks on GPU container hooks (docs/reference.md#attacks), each against nvidia-container-runtime-hook with
 a crafted rootfs or config, through the runtime shim in legacy mode, plain runc/crun with the hook
 entry as docker writes it, and docker --gpus.
 

@@ -1,6 +1,6 @@
 """Cgroups for device-cgroup tests: a private cgroup removed afterwards, and a child that tries to open
 nodes from inside one. A char node 195:x with no driver behind it answers ENXIO when the cgroup allows
-it and EPERM when it does not (REFERENCE §4), so the test can read the verdict from errno."""
+it and EPERM when it does not (docs/reference.md#device-cgroup), so the test can read the verdict from errno."""
 from __future__ import annotations
 
 import contextlib

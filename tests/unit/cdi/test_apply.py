@@ -1,4 +1,4 @@
-"""Applying edits to an OCI spec exactly as CDI consumers do (REFERENCE §3)."""
+"""Applying edits to an OCI spec exactly as CDI consumers do (docs/reference.md#cdi-apply)."""
 import copy
 import os
 import stat

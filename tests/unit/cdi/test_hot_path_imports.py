@@ -1,5 +1,5 @@
 """The container start path imports cdi.request, cdi.config, cdi.apply, cdi.spec and reads JSON specs
-through cdi.registry: none of that may pull in jsonschema, yaml or click (REFERENCE §4 import costs),
+through cdi.registry: none of that may pull in jsonschema, yaml or click (docs/reference.md#import-costs),
 once the spec files have been validated (and, for YAML, their documents kept) by an earlier run."""
 import json
 import subprocess

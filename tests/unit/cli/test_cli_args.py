@@ -12,7 +12,7 @@ from hook.cli_args import UsageError, normalize_argv, parse_args
 
 
 def test_containerd_argv_parses_completely():
-    # what `ctr run --gpus 0` passes through `containerd oci-hook` (REFERENCE §5)
+    # what `ctr run --gpus 0` passes through `containerd oci-hook` (docs/reference.md#ctr-gpus)
     args = parse_args(["--load-kmods", "configure", "--device=0", "--compute", "--compat32", "--graphics",
                        "--utility", "--video", "--display", "--pid=4242", "/run/c/rootfs"])
     assert args.command == "configure" and args.load_kmods

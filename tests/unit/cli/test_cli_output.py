@@ -1,6 +1,6 @@
 """`nvidia-container-cli info`, `info --csv` and `list`: exact output on simulated hosts.
 
-Each run is its own process (one NVML per process, REFERENCE §2), started like the real program would
+Each run is its own process (one NVML per process, docs/reference.md#nvml), started like the real program would
 be; the expected text is written out here from what the simulator was told to build."""
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Device cgroup v1 rules, checked the way the kernel enforces them (REFERENCE §4): opening a char node
-195:x with no driver gives ENXIO when the cgroup allows it and EPERM when it does not. The test makes
-its own cgroup under the devices hierarchy, runs a child inside it, and removes it afterwards."""
+"""Device cgroup v1 rules, checked the way the kernel enforces them (docs/reference.md#device-cgroup):
+opening a char node 195:x with no driver gives ENXIO when the cgroup allows it and EPERM when it does
+not. The test makes its own cgroup under the devices hierarchy, runs a child inside it, and removes it
+afterwards."""
 import errno
 import os
 import stat
