@@ -18,7 +18,7 @@ static const char usage[] =
     "\n"
     "    nvidia-cdi-hook create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR ... < state.json\n"
     "\n"
-    "The spec's hook entry (built by cdi.discover) chains the subcommands in one argv; NVIDIA's specs run\n"
+    "The hook entry this toolkit writes into CDI specs chains the subcommands in one argv; NVIDIA's specs run\n"
     "one subcommand per entry, with the same names and options, and work too (but enable-cuda-compat, which\n"
     "orders the cache update-ldcache builds: alone in an entry it is warned about and skipped). Subcommands:\n"
     "  create-symlinks  --link TARGET::LINK   make LINK -> TARGET inside the rootfs (LINK absolute, in\n"

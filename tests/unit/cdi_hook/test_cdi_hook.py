@@ -483,6 +483,16 @@ def test_help_prints_the_subcommands_and_reads_no_state(flag):
     assert "update-ldcache   --folder DIR" in done.stdout
 
 
+@needs_hook
+def test_help_names_no_module_of_this_project():
+    """Users read the help, not the source: it says what the program does, not which module builds what."""
+    done = subprocess.run([str(HOOK), "--help"], capture_output=True, text=True, stdin=subprocess.DEVNULL, env={})
+    modules = {"cdi", "hook", "ctk", "cli", "runtime_shim", "libcontainer_c", "device_plugin"}
+    named = [word for word in done.stdout.replace("(", " ").replace(")", " ").split()
+             if word.split(".")[0] in modules and "." in word.strip(".,;:")]
+    assert named == []
+
+
 # -- enable-cuda-compat ---------------------------------------------------------------------------
 
 COMPAT = "usr/local/cuda/compat"
