@@ -7,10 +7,12 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from cdi.config_cache import RECENT_NS
 from tests.e2e.bundle import USERNS_BASE, make_bundle, userns_work_dir, with_user_namespace
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.support.mountns import dev_with_extra_nodes, run_in_private_mount_ns
@@ -254,7 +256,11 @@ def userns_gpu_host(userns_work):
     if not SHIM.exists():
         pytest.skip(f"{SHIM} is not installed (make venv)")
     ensure_hugetlb_on_v1()
-    return build_gpu_host(userns_work / "host")
+    host = build_gpu_host(userns_work / "host")
+    # jit-cdi keeps no create-cache entry for driver files changed less than RECENT_NS ago (their ctime
+    # could still hide a racing write), and this test asserts that the second create is the cache's
+    time.sleep(RECENT_NS / 1e9 + 0.1)
+    return host
 
 
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
