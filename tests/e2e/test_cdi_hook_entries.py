@@ -10,6 +10,7 @@ in the container's mount namespace puts it where the container sees it."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -46,7 +47,14 @@ def run_one(tmp_path, runtime, entry, pid_namespace, user_namespace):
     config["mounts"].append({"destination": "/opt/volume", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid"]})
     if not pid_namespace:
         config["linux"]["namespaces"] = [n for n in config["linux"]["namespaces"] if n["type"] != "pid"]
-    config["hooks"] = {entry: [{"path": str(HOOK), "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+    hook = HOOK
+    if user_namespace:
+        # runc and crun run a createContainer hook from the container's init, as the container's root:
+        # an unprivileged host uid, which cannot reach a checkout in a closed directory (root's home).
+        # The hook is one static program: a copy in the work dir (0755) is the same hook.
+        hook = tmp_path / "nvidia-cdi-hook"
+        shutil.copy2(HOOK, hook)
+    config["hooks"] = {entry: [{"path": str(hook), "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
                                 "args": ["nvidia-cdi-hook", "create-symlinks", "--link",
                                          "libgct.so.550.54.15::/opt/volume/libgct.so.1"]}]}
     (bundle / "config.json").write_text(json.dumps(config))
