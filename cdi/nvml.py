@@ -431,6 +431,28 @@ class _Watchdog:
         self.finished.release()
 
 
+class in_process:
+    """`with in_process(driver_root) as nvml:` NVML loaded and initialised in this process (once per
+    process; cdi.nvml_binding.NvmlLibrary), the block bounded by NVIDIA_CTK_NVML_TIMEOUT (_Watchdog). For
+    long-running readers of what gct-nvml-inventory does not print (topology, events, MIG attributes):
+    a hang inside dlopen itself is not bounded here."""
+
+    def __init__(self, driver_root: DriverRoot | str):
+        self.root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
+        self.watchdog = _Watchdog(nvml_timeout(), f"driver root {self.root.path}")
+
+    def __enter__(self):
+        self.watchdog.__enter__()
+        try:
+            return _initialise(self.root, library_to_load(self.root))
+        except BaseException:
+            self.watchdog.__exit__()
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        self.watchdog.__exit__(*exc_info)
+
+
 # --- reading NVML in this process (where gct-nvml-inventory is not installed) -----------------------------
 # The same calls, in the same order, as nvml_inventory.c, and the same transcript (a test holds the two
 # to each other on simulated hosts).

@@ -48,13 +48,11 @@ def _nvlinks_to(nvml, handle, remote_bus_id: str) -> int:
 
 def read_links(driver_root: DriverRoot | str, gpu_indices: list[int]) -> dict[tuple[int, int], PairLinks]:
     """(index a, index b) -> PairLinks for every ordered pair of distinct GPUs of gpu_indices."""
-    from cdi.nvml import _initialise, _Watchdog, library_to_load, nvml_timeout
+    from cdi.nvml import in_process
     from cdi.nvml_binding import NvmlCallError
 
-    root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
     links: dict[tuple[int, int], PairLinks] = {}
-    with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
-        nvml = _initialise(root, library_to_load(root))   # in this process: a long-running reader
+    with in_process(driver_root) as nvml:
         handles = {i: nvml.device_handle_by_index(i) for i in gpu_indices}
         bus_ids = {i: nvml.device_pci_info(h).busId for i, h in handles.items()}
         for a in gpu_indices:

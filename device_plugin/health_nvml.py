@@ -79,13 +79,11 @@ class NvmlEventSource:
 
 def nvml_event_source(driver_root: str) -> NvmlEventSource | None:
     """The NVML event source of driver_root's GPUs; None (and one warning) when NVML cannot give one."""
-    from cdi.driver_root import DriverRoot
-    from cdi.nvml import _initialise, _Watchdog, library_to_load, nvml_timeout
+    from cdi.nvml import in_process
 
-    root = DriverRoot(driver_root)
     try:
-        with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
-            return NvmlEventSource(_initialise(root, library_to_load(root)))
+        with in_process(driver_root) as nvml:
+            return NvmlEventSource(nvml)
     except Exception as e:   # health checks are worth having, never a reason to stop serving
         LOG.warning("health checks off: NVML gives no events (%s: %s)", type(e).__name__, e)
         return None

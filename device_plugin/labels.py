@@ -232,15 +232,12 @@ def read_facts(driver_root: str, machine_type_file: str = DEFAULT_MACHINE_TYPE_F
                inventory=None) -> NodeFacts:
     """The node's facts from NVML under driver_root (inventory: one read already, else it is read).
     cdi.nvml.NvmlError when NVML cannot be read."""
-    from cdi.driver_root import DriverRoot
-    from cdi.nvml import NvmlError, _initialise, _Watchdog, library_to_load, load_inventory, nvml_timeout
+    from cdi.nvml import NvmlError, in_process, load_inventory
     from cdi.nvml_binding import ERROR_NOT_SUPPORTED, NvmlCallError
 
     inventory = inventory if inventory is not None else load_inventory(driver_root)
-    root = DriverRoot(driver_root)
     gpus = []
-    with _Watchdog(nvml_timeout(), f"driver root {root.path}"):
-        nvml = _initialise(root, library_to_load(root)) if inventory.gpus else None
+    with in_process(driver_root) as nvml:
         for gpu in inventory.gpus:
             try:
                 handle = nvml.device_handle_by_index(gpu.index)
