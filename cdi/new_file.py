@@ -30,3 +30,32 @@ def create_new_file(folder: str, prefix: str, suffix: str = "", mode: int = 0o60
             continue
     raise FileExistsError(errno.EEXIST, f"no free name for a new file after {ATTEMPTS} tries",
                           os.path.join(folder, f"{prefix}*{suffix}"))
+
+
+def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
+    """Replace path with text in one rename, keeping an existing file's mode and owner. A symlinked
+    config (e.g. managed elsewhere) is written through, not replaced by a regular file."""
+    path = os.path.realpath(path)
+    folder, base = os.path.split(path)
+    try:
+        st = os.stat(path)
+        mode, owner = st.st_mode & 0o7777, (st.st_uid, st.st_gid)
+    except FileNotFoundError:
+        mode, owner = default_mode, None
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = create_new_file(folder, f".{base}.", ".tmp", 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            if owner is not None:
+                os.fchown(f.fileno(), *owner)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -273,35 +273,22 @@ def _mig_facts(nvml, gpu_handle, mig) -> MigFacts:
 def write_labels(path: str, labels: dict[str, str]) -> None:
     """The feature file at path, replaced as a whole (a new file renamed over it: NFD never reads half
     of it), mode 0644; its folder is made when missing. LabelError when it cannot be written, or path
-    is a device, FIFO or socket (the rename would replace it)."""
+    is a device, FIFO or socket (the rename would replace it). cdi.new_file.write_atomically: an existing
+    file keeps its mode and owner."""
     import stat
 
-    from cdi.new_file import create_new_file
+    from cdi.new_file import write_atomically
 
-    folder, base = os.path.split(os.path.abspath(path))
     try:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            os.makedirs(folder, mode=0o755, exist_ok=True)
-        else:
-            if not stat.S_ISREG(st.st_mode):
-                raise LabelError("not a regular file: writing the labels (a new file renamed over the path) "
-                                 "would replace it", path)
-        fd, tmp = create_new_file(folder, f".{base}.", ".tmp", 0o600, token_bytes=6)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(render(labels).encode())
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        st = os.stat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            raise LabelError("not a regular file: writing the labels (a new file renamed over the path) "
+                             "would replace it", path)
+    try:
+        write_atomically(path, render(labels))
     except OSError as e:
         raise LabelError(f"cannot write the labels: {e.strerror or e}", path) from None
 

@@ -15,10 +15,9 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cdi.errors import ConfigError, printable, what_where
-from cdi.new_file import create_new_file
+from cdi.new_file import write_atomically  # noqa: F401 (the engine editors and ctk config import it from here)
 from cdi.regular_file import config_text, read_config_file
 
 RUNTIME_EXECUTABLE = "nvidia-container-runtime"
@@ -132,35 +131,6 @@ def parse_json(text: str, path: str) -> object:
         raise EngineConfigError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", path) from None
     except RecursionError:
         raise EngineConfigError("invalid JSON: nested too deeply", path) from None
-
-
-def write_atomically(path: str, text: str, default_mode: int = 0o644) -> None:
-    """Replace path with text in one rename, keeping an existing file's mode and owner. A symlinked
-    config (e.g. managed elsewhere) is written through, not replaced by a regular file."""
-    path = os.path.realpath(path)
-    target = Path(path)
-    try:
-        st = os.stat(path)
-        mode, owner = st.st_mode & 0o7777, (st.st_uid, st.st_gid)
-    except FileNotFoundError:
-        mode, owner = default_mode, None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = create_new_file(str(target.parent), f".{target.name}.", ".tmp", 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            if owner is not None:
-                os.fchown(f.fileno(), *owner)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _put(path: str, text: str | None, mode: int) -> None:
