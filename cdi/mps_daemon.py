@@ -28,6 +28,7 @@ import sys
 
 from cdi.inventory import Gpu, MigDevice
 from cdi.mps import SHARE_FILE, DeviceLayout, MpsError, ShareLimits, read_share
+from cdi.new_file import write_atomically
 
 CONTROL_PROGRAM = "/usr/bin/nvidia-cuda-mps-control"
 PID_FILE = "nvidia-cuda-mps-control.pid"
@@ -186,11 +187,7 @@ def _start(control: str, layout: DeviceLayout, device: Gpu | MigDevice, limits: 
                  "active_thread_percentage": limits.active_thread_percentage,
                  "pinned_mem_limit": limits.pinned_mem_limit, "memory_total": device.memory_total,
                  "control": control, "pid": daemon_pid(layout)}
-        temp = f"{layout.share_file}.tmp"
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump(share, f, indent=2)
-            f.write("\n")
-        os.rename(temp, layout.share_file)
+        write_atomically(layout.share_file, json.dumps(share, indent=2) + "\n")
         return share
     except BaseException:
         if started:
