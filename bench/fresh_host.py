@@ -19,13 +19,17 @@ machine's /etc or /run. So a worker process (`python -m bench.fresh_host`, start
 
 Every mount is private to the namespace and goes with it when the worker exits. The worker then
 reads one JSON request a line on stdin ({"runtime": [...], "bundle": dir, "config": file to restore
-config.json from or null, "env": {...}}), runs that lifecycle (bench.harness.lifecycle) and answers
-{"seconds": s} or {"error": "..."} on stdout.
+config.json from or null, "env": {...}, "rootfs": a pristine rootfs dir or null}), runs that lifecycle
+(bench.harness.lifecycle) and answers {"seconds": s} or {"error": "..."} on stdout. With "rootfs" the
+bundle's rootfs is first replaced by a new copy of that dir (outside the timing): the container starts
+on a rootfs nothing has run on yet, as every `docker run`, `podman run` and pod does; without it the
+bundle's rootfs is reused, as a restarted container's is.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -121,6 +125,13 @@ def build(scratch: Path, config_text: str) -> None:
         raise RuntimeError(f"nvidia-ctk cdi generate failed: {generated.stderr.strip()}")
 
 
+def fresh_copy(pristine: Path, rootfs: Path) -> None:
+    """rootfs replaced by a copy of pristine (cp -a: modes, owners, links and times as they are)."""
+    if rootfs.exists():
+        shutil.rmtree(rootfs)
+    subprocess.run(["cp", "-a", str(pristine), str(rootfs)], check=True, capture_output=True)
+
+
 def serve(scratch: Path, config_text: str, state_root: Path) -> int:
     from bench.harness import lifecycle, set_child_subreaper
 
@@ -141,6 +152,8 @@ def serve(scratch: Path, config_text: str, state_root: Path) -> int:
                 if request["config"] not in restore_cache:
                     restore_cache[request["config"]] = Path(request["config"]).read_bytes()
                 (bundle / "config.json").write_bytes(restore_cache[request["config"]])
+            if request.get("rootfs"):
+                fresh_copy(Path(request["rootfs"]), bundle / "rootfs")
             answer = {"seconds": lifecycle(request["runtime"], bundle, state_root, request["env"])}
         except (OSError, RuntimeError) as exc:
             answer = {"error": str(exc)}
@@ -175,10 +188,12 @@ class FreshHost:
             raise RuntimeError(f"{self.name} host: {answer['error']}")
         return answer
 
-    def lifecycle(self, runtime: list[str], bundle: Path, config: Path | None, env: dict[str, str]) -> float:
-        """Seconds for one create/start/wait/delete, config.json first restored from config when given."""
+    def lifecycle(self, runtime: list[str], bundle: Path, config: Path | None, env: dict[str, str],
+                  rootfs: Path | None = None) -> float:
+        """Seconds for one create/start/wait/delete, config.json first restored from config when given and
+        the bundle's rootfs replaced by a new copy of rootfs when given (neither timed)."""
         request = {"runtime": runtime, "bundle": str(bundle), "config": str(config) if config else None,
-                   "env": env}
+                   "env": env, "rootfs": str(rootfs) if rootfs else None}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         return self._answer()["seconds"]

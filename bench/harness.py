@@ -40,11 +40,17 @@ class Timings:
         return statistics.median(self.samples) * 1000
 
     def line(self, baseline: "Timings | None" = None) -> str:
-        text = (f"{self.label:<44} median {self.median_ms:8.1f} ms  "
+        text = (f"{self.label:<{max(44, len(self.label))}} median {self.median_ms:8.1f} ms  "
                 f"(min {min(self.samples) * 1000:6.1f}, max {max(self.samples) * 1000:6.1f}, n={len(self.samples)})")
         if baseline is not None and baseline is not self:
             text += f"  ratio {self.median_ms / baseline.median_ms:5.2f}x vs {baseline.label}"
         return text
+
+
+def load_line(when: str) -> str:
+    """The machine's load average, printed with each run: the ratios move with it (a shared machine)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {when}: {one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min; {os.cpu_count()} cores)"
 
 
 def _run(cmd: list[str], env: dict | None = None) -> None:
