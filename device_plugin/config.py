@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from cdi.errors import CdiError
+from device_plugin.resources import resource_name_problem
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
@@ -268,8 +269,10 @@ def _resource_name(value: object, where: str) -> str:
     if "/" not in name:
         name = f"nvidia.com/{name}"
     vendor, _, short = name.partition("/")
-    if vendor != "nvidia.com" or not short or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in short):
-        raise ConfigError(f"invalid resource name {value!r} (expected nvidia.com/<name>, e.g. nvidia.com/gpu)", where)
+    problem = "expected nvidia.com/<name>, e.g. nvidia.com/gpu" if vendor != "nvidia.com" or not short else \
+        resource_name_problem(name)
+    if problem:
+        raise ConfigError(f"invalid resource name {value!r} ({problem})", where)
     return name
 
 

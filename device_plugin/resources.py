@@ -6,7 +6,10 @@
   profile; a host with GPUs in and out of MIG mode, or with two profiles, is refused. A host without any
   GPU in MIG mode falls back to `none`.
 - mixed: GPUs not in MIG mode are `nvidia.com/gpu`, each MIG device is one `nvidia.com/mig-<profile>`
-  (e.g. `nvidia.com/mig-1g.5gb`); a GPU in MIG mode is never also a whole `nvidia.com/gpu`.
+  (e.g. `nvidia.com/mig-1g.5gb`); a GPU in MIG mode is never also a whole `nvidia.com/gpu`. A profile with
+  extra attributes has its `+` made a `.` (`1g.10gb+me` is `nvidia.com/mig-1g.10gb.me`), as NVIDIA's plugin
+  names it: `+` is not allowed in a Kubernetes resource name (docs/device-plugin.md, "MIG profiles with
+  attributes").
 Under single and mixed a GPU in MIG mode without any MIG device is refused, as NVIDIA's plugin does.
 
 Each device is known to the kubelet by its UUID (the device plugin API's ID; a time-sliced replica
@@ -16,6 +19,7 @@ are also its names in the CDI spec `nvidia-ctk cdi generate` writes.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cdi.errors import CdiError
@@ -24,6 +28,11 @@ from cdi.inventory import Gpu, Inventory, MigDevice
 VENDOR = "nvidia.com"
 GPU_RESOURCE = f"{VENDOR}/gpu"
 REPLICA_SEPARATOR = "::"
+# What the kubelet and API server accept as an extended resource: the name after the vendor is a DNS-1123
+# subdomain, and NVIDIA's plugin caps the whole name at 63 characters (its NewResourceName).
+MAX_RESOURCE_NAME = 63
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 
 
 class ResourceError(CdiError):
@@ -83,8 +92,26 @@ def mig_device(gpu: Gpu, mig: MigDevice) -> PluginDevice:
                         pci_bus_id=gpu.pci_bus_id, mig=mig)
 
 
+def resource_name_problem(name: str) -> str | None:
+    """Why name (`nvidia.com/<name>`) is no valid Kubernetes resource name, or None when it is one."""
+    short = name.partition("/")[2]
+    if len(name) > MAX_RESOURCE_NAME:
+        return f"longer than {MAX_RESOURCE_NAME} characters"
+    if len(short) > 253 or not _DNS_SUBDOMAIN.fullmatch(short):
+        return ("the part after nvidia.com/ must be lower-case letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit")
+    return None
+
+
 def mig_resource_name(profile: str) -> str:
-    return f"{VENDOR}/mig-{profile}"
+    """nvidia.com/mig-<profile>, a profile's `+` (extra attributes, e.g. `1g.10gb+me`) made a `.` as
+    NVIDIA's plugin does. A profile that still makes no valid name is refused, as NVIDIA's is."""
+    name = f"{VENDOR}/mig-{profile.replace('+', '.')}"
+    problem = resource_name_problem(name)
+    if problem:
+        raise ResourceError(f"MIG profile {profile!r} makes the resource name {name!r}, which Kubernetes "
+                            f"does not accept: {problem}", "--mig-strategy=mixed")
+    return name
 
 
 def _check_mig_gpus_have_devices(inventory: Inventory, strategy: str) -> None:

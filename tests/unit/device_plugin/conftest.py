@@ -15,6 +15,7 @@ HOSTS = {
     "mig-one": dict(gpus=2, mig_options=("1=1g.5gb,1g.5gb",)),            # GPU 0 whole, GPU 1 MIG
     "mig-all-same": dict(gpus=2, mig_options=("0=1g.5gb,1g.5gb", "1=1g.5gb")),
     "mig-all-mixed": dict(gpus=2, mig_options=("0=3g.20gb,1g.5gb", "1=2g.10gb")),
+    "mig-media": dict(gpus=2, mig_options=("0=1g.5gb+me,1g.5gb", "1=1g.5gb")),  # +me: media extensions
 }
 
 
