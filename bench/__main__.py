@@ -13,6 +13,8 @@ BENCHMARKS = {
     "shim": "bench.shim_lifecycle",
     "cdi-hook": "bench.cdi_hook",
     "lifecycle": "bench.gpu_lifecycle",
+    "ctr": "bench.ctr_lifecycle",
+    "lxc": "bench.lxc_lifecycle",
     "device-plugin": "bench.device_plugin",
 }
 

@@ -20,6 +20,9 @@ every row alike:
     namespace, so each keeps its caches);
   - legacy: nvidia-container-runtime.legacy, whose prestart hook injects the GPU;
   - plain runc on the config.json the shim wrote in cdi mode: what the edits alone cost.
+  - NVIDIA's nvidia-container-runtime.cdi on the same host (same config.toml and spec), when a build of
+    NVIDIA's toolkit is named by GCT_BENCH_NVIDIA_BIN (the dir holding it); none is on our machines, so
+    the run says in one line that the row was skipped.
 With env_rows, also the cdi row with the config named by NVIDIA_CTK_CONFIG_FILE_PATH, with and without
 NVIDIA_CTK_CACHE_DIR (what the older benchmarks and tests run; without the cache dir nothing of the
 config is kept between runs).
@@ -48,6 +51,7 @@ GPU_ENV = ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utili
 GOALS = {"cdi": 1.5, "jit-cdi": 1.5, "legacy": 1.8}            # fresh rootfs vs runc's (issue 25)
 RESTART_GOALS = {"cdi": 1.5, "jit-cdi": 1.5, "legacy": 2.0}    # reused rootfs vs runc's (issue 15)
 RESTART = "restart: "
+NVIDIA_BIN_VAR = "GCT_BENCH_NVIDIA_BIN"
 
 
 @dataclass
@@ -75,6 +79,20 @@ def _simulated_host(workdir: Path) -> Path:
     return root
 
 
+def nvidia_build(environ: dict[str, str]) -> tuple[Path | None, str]:
+    """NVIDIA's nvidia-container-runtime.cdi named by GCT_BENCH_NVIDIA_BIN, or None and why not."""
+    directory = environ.get(NVIDIA_BIN_VAR)
+    if not directory:
+        return None, f"NVIDIA's runtime: row skipped ({NVIDIA_BIN_VAR} does not name a dir with NVIDIA's build)"
+    runtime = Path(directory, "nvidia-container-runtime.cdi")
+    if not os.access(runtime, os.X_OK):
+        return None, f"NVIDIA's runtime: row skipped (no executable {runtime})"
+    version = subprocess.run([str(runtime), "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if "(gpu-container-toolkit)" in version.stdout:
+        return None, f"NVIDIA's runtime: row skipped ({runtime} is this project's, not NVIDIA's)"
+    return runtime, f"NVIDIA's runtime: {runtime} ({version.stdout.strip().splitlines()[0] if version.stdout else '?'})"
+
+
 def _bundle(path: Path, image: Path, env: list[str]) -> Path:
     """A bundle running `true` on its own copy of image (in rootfs/, as an engine's bundle has it)."""
     make_bundle(path, ["true"], env=env, rootfs=image)
@@ -85,7 +103,7 @@ def _bundle(path: Path, image: Path, env: list[str]) -> Path:
     return path
 
 
-def _rows(workdir: Path, env_rows: bool) -> list[Row]:
+def _rows(workdir: Path, env_rows: bool, nvidia: Path | None) -> list[Row]:
     """The rows on a fresh rootfs, then each again as a restart (its rootfs reused)."""
     env = runtime_env()
     pristine = workdir / "gpu-config.json"
@@ -110,6 +128,9 @@ def _rows(workdir: Path, env_rows: bool) -> list[Row]:
                 pristine, env, glibc),
             Row("edits", "runc on the cdi row's config.json", "auto", ["runc"], gpu("edits"),
                 workdir / "edited-config.json", env, glibc)]
+    if nvidia:
+        rows.append(Row("nvidia", "NVIDIA's nvidia-container-runtime.cdi, 1 GPU", "auto", [str(nvidia)],
+                        gpu("nvidia"), pristine, env, glibc))
     if env_rows:
         config = workdir / "env-config.toml"
         config.write_text(packaged_config(workdir / "gpu-host"))
@@ -161,7 +182,8 @@ def run(runs: int, env_rows: bool = False) -> str:
         workdir = Path(tmp)
         before = machine_state(workdir)
         driver_root = _simulated_host(workdir)
-        rows = _rows(workdir, env_rows)
+        nvidia, nvidia_line = nvidia_build(os.environ)
+        rows = _rows(workdir, env_rows, nvidia)
         hosts: dict[str, FreshHost] = {}
         try:
             hosts["auto"] = FreshHost("auto", workdir, driver_root)
@@ -187,6 +209,7 @@ def run(runs: int, env_rows: bool = False) -> str:
                     "restart runc row", restart, restart_baseline, with_paired=True)]
     lines += [_verdict(timings[key, False], baseline, goal) for key, goal in GOALS.items()]
     lines += [_verdict(timings[key, True], restart_baseline, goal) for key, goal in RESTART_GOALS.items()]
+    lines.append(nvidia_line)
     lines.append(f"machine left as found: the {len(traces())} fresh-install paths (config, spec, caches and "
                  "their dirs) as before the run, no mount left")
     lines += [load_before, load_line("after")]

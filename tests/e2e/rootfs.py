@@ -6,6 +6,9 @@ marked Debian-like so injected libraries go to /usr/lib/x86_64-linux-gnu (docs/r
 """
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import shutil
 import subprocess
@@ -54,4 +57,27 @@ def rootfs_tar(root: Path, out: Path) -> Path:
     with tarfile.open(out, "w") as tar:
         for entry in sorted(root.iterdir()):
             tar.add(entry, arcname=entry.name)
+    return out
+
+
+def docker_archive(root: Path, out: Path, name: str) -> Path:
+    """A `docker save`-style tar (manifest.json, config, one layer) that `ctr image import` reads."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        for entry in sorted(root.iterdir()):
+            tar.add(entry, arcname=entry.name)
+    layer_bytes = layer.getvalue()
+    layer_digest = hashlib.sha256(layer_bytes).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["/bin/sh"]},
+                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [name],
+                            "Layers": [f"{layer_digest}/layer.tar"]}]).encode()
+    with tarfile.open(out, "w") as tar:
+        for member, data in ((config_name, config), (f"{layer_digest}/layer.tar", layer_bytes),
+                             ("manifest.json", manifest)):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
     return out

@@ -52,6 +52,7 @@ def test_one_round_of_every_row_leaves_the_machine_as_found():
     for verdict, (label, goal) in zip(verdicts, expected):
         assert re.fullmatch(re.escape(label) + r": \d+\.\d\dx plain runc \(goal <= " + goal + r"x\) (OK|OVER)",
                             verdict), verdict
+    assert lines[-4].startswith("NVIDIA's runtime: ")
     assert lines[-3].startswith("machine left as found:")
     assert re.fullmatch(r"load average before: [\d.]+ [\d.]+ [\d.]+ \(1, 5, 15 min; \d+ cores\)", lines[-2])
     assert lines[-1].startswith("load average after: ")
@@ -72,3 +73,21 @@ def test_a_fresh_copy_replaces_what_a_run_left(tmp_path):
     assert sorted(p.name for p in rootfs.iterdir()) == ["etc", "lib"]
     assert (rootfs / "etc/ld.so.cache").read_text() == "the image's"
     assert os.readlink(rootfs / "lib") == "usr/lib"
+
+
+def test_nvidia_build_is_named_by_the_variable_and_never_ours(tmp_path):
+    assert gpu_lifecycle.nvidia_build({}) == (
+        None, "NVIDIA's runtime: row skipped (GCT_BENCH_NVIDIA_BIN does not name a dir with NVIDIA's build)")
+    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(tmp_path)})[1] == (
+        f"NVIDIA's runtime: row skipped (no executable {tmp_path}/nvidia-container-runtime.cdi)")
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "nvidia-container-runtime.cdi").symlink_to(gpu_lifecycle.SHIM + ".cdi")
+    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(ours)})[0] is None
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "nvidia-container-runtime.cdi").write_text("#!/bin/sh\necho 'NVIDIA Container Runtime version 1.17.8'\n")
+    (theirs / "nvidia-container-runtime.cdi").chmod(0o755)
+    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(theirs)}) == (
+        theirs / "nvidia-container-runtime.cdi",
+        f"NVIDIA's runtime: {theirs}/nvidia-container-runtime.cdi (NVIDIA Container Runtime version 1.17.8)")

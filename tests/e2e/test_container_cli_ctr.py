@@ -8,18 +8,15 @@ naming a config whose `[nvidia-container-cli] root` is the simulated host. The i
 tar built here from a busybox+glibc rootfs (no registry)."""
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.engines import short_tempdir
-from tests.e2e.rootfs import make_rootfs
+from tests.e2e.rootfs import docker_archive, make_rootfs
 from tests.support.simulated_host import create_in_process, marker_inventory
 
 pytestmark = pytest.mark.e2e
@@ -27,29 +24,6 @@ pytestmark = pytest.mark.e2e
 VENV_BIN = Path(sys.executable).parent
 CLI = VENV_BIN / "nvidia-container-cli"
 IMAGE = "gct.test/cli-busybox:latest"
-
-
-def docker_archive(root: Path, out: Path, name: str) -> Path:
-    """A `docker save`-style tar (manifest.json, config, one layer) that `ctr image import` reads."""
-    layer = io.BytesIO()
-    with tarfile.open(fileobj=layer, mode="w") as tar:
-        for entry in sorted(root.iterdir()):
-            tar.add(entry, arcname=entry.name)
-    layer_bytes = layer.getvalue()
-    layer_digest = hashlib.sha256(layer_bytes).hexdigest()
-    config = json.dumps({"architecture": "amd64", "os": "linux",
-                         "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["/bin/sh"]},
-                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]}}).encode()
-    config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [name],
-                            "Layers": [f"{layer_digest}/layer.tar"]}]).encode()
-    with tarfile.open(out, "w") as tar:
-        for member, data in ((config_name, config), (f"{layer_digest}/layer.tar", layer_bytes),
-                             ("manifest.json", manifest)):
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out
 
 
 @pytest.fixture
