@@ -267,7 +267,8 @@ class EditsBuilder:
         if self._driver_files is None:
             try:
                 # kept between runs only for the default search path and MPS dir (the cache's key holds those)
-                if self.files_cache_dir and set(self._locate_options) <= {"ld_cache"}:
+                if (self.files_cache_dir and set(self._locate_options) <= {"ld_cache"}
+                        and not self.root.library_search_paths):
                     from cdi.driver_files_cache import locate_driver_files_kept
 
                     self._driver_files = locate_driver_files_kept(

@@ -239,10 +239,15 @@ class _Search:
             return []
         self.graphics = bool(caps & {"graphics", "display"})
         found: dict[tuple[str, str], DriverFile] = {}
-        for kind, abi, cap, path, key in self._library_candidates(wanted, abis):
+        names = set()   # (kind, library name) found: a library search path only fills in the others
+        for kind, abi, cap, path, key, extra in self._library_candidates(wanted, abis):
+            name = (kind, library_name(posixpath.basename(path)))
+            if extra and name in names:
+                continue
             library = self._library(kind, abi, cap, path, key)
             if library is not None:
                 found.setdefault((kind, library.container_path), library)
+                names.add(name)
         for kind, _ in abis:
             for cap in sorted(wanted):
                 if not any(f.kind == kind and f.capability == cap for f in found.values()):
@@ -251,7 +256,8 @@ class _Search:
         return sorted(found.values(), key=lambda f: (f.kind, f.container_path))
 
     def _library_candidates(self, wanted, abis):
-        """(kind, abi, capability, path in root, cache key) for every possible library."""
+        """(kind, abi, capability, path in root, cache key, from a library search path) for every
+        possible library."""
         entries = self._ld_cache()
         if entries is not None:
             for entry in entries:   # one pass for all capabilities and both ABIs
@@ -260,17 +266,20 @@ class _Search:
                     continue
                 for kind, abi in abis:
                     if entry.arch_flag == abi.cache_arch:
-                        yield kind, abi, cap, entry.path, entry.soname
-            return
+                        yield kind, abi, cap, entry.path, entry.soname, False
+        extra = self.root.library_search_paths
         for kind, abi in abis:
-            for directory in abi.scan_dirs:
+            # the usual folders only without a cache; the root's library_search_paths always, last
+            # (libraries() takes from them only what was not found before them)
+            usual = abi.scan_dirs if entries is None else ()
+            for directory, is_extra in (*((d, False) for d in usual), *((d, True) for d in extra)):
                 resolved = self._resolve(directory)
                 if resolved is None:
                     continue
                 for name in self.root.listdir(resolved):
                     cap = _CAPABILITY_OF_LIBRARY.get(library_name(name) or "")
                     if cap in wanted and name.endswith("." + self.version):
-                        yield kind, abi, cap, posixpath.join(resolved, name), None
+                        yield kind, abi, cap, posixpath.join(resolved, name), None, is_extra
 
     def _ld_cache(self):
         path = self._resolve(self.ld_cache)

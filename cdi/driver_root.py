@@ -40,19 +40,15 @@ class SymlinkLoopError(DriverRootError):
 
 
 class DriverRoot:
-    def __init__(self, root: str):
-        if not root:
-            raise DriverRootError("driver root is empty")
-        # abspath, not realpath: the admin's spelling of the root (e.g. /run/nvidia/driver) is
-        # what users expect in host paths; the root itself is trusted, what lies below is not.
-        path = os.path.abspath(root)
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise DriverRootError(f"cannot use driver root: {e.strerror or e}", root) from None
-        if not stat.S_ISDIR(st.st_mode):
-            raise DriverRootError("driver root is not a directory", root)
-        self.path = path
+    """`dev_root`: where the driver's dev/ is, when not where system_root says (`cdi generate
+    --dev-root`: a driver container whose nodes are in its own rootfs). `library_search_paths`:
+    folders inside the root also searched for driver libraries that its ld.so.cache does not list
+    (`cdi generate --library-search-path`)."""
+
+    def __init__(self, root: str, *, dev_root: str | None = None, library_search_paths: tuple[str, ...] = ()):
+        self.path = _directory(root, "driver root")
+        self.dev_root = _directory(dev_root, "dev root") if dev_root else None
+        self.library_search_paths = tuple(library_search_paths)
 
     def __repr__(self) -> str:
         return f"DriverRoot({self.path!r})"
@@ -69,7 +65,7 @@ class DriverRoot:
 
     def dev_path(self, name: str) -> str:
         """Host path of a device node, e.g. dev_path("nvidiactl") or dev_path("nvidia-caps/nvidia-cap1")."""
-        return os.path.join(self.system_root, "dev", name.lstrip("/"))
+        return os.path.join(self.dev_root or self.system_root, "dev", name.lstrip("/"))
 
     def proc_path(self, name: str) -> str:
         """Host path of a /proc file, e.g. proc_path("driver/nvidia-caps/mig-minors")."""
@@ -176,6 +172,21 @@ def resolve_driver_root(cli_value: str | None = None, config_root: str | None = 
             except DriverRootError as e:
                 raise DriverRootError(e.what, f"{value}, from {where}") from None
     return DriverRoot("/")
+
+
+def _directory(root: str, what: str) -> str:
+    if not root:
+        raise DriverRootError(f"{what} is empty")
+    # abspath, not realpath: the admin's spelling of the root (e.g. /run/nvidia/driver) is
+    # what users expect in host paths; the root itself is trusted, what lies below is not.
+    path = os.path.abspath(root)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise DriverRootError(f"cannot use {what}: {e.strerror or e}", root) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise DriverRootError(f"{what} is not a directory", root)
+    return path
 
 
 def _components(path: str) -> list[str]:

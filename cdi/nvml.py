@@ -54,8 +54,9 @@ class NvmlError(CdiError):
 
 
 def find_nvml_library(root: DriverRoot) -> str | None:
-    """Host path of the root's libnvidia-ml.so.1, resolved inside the root; None if it has none."""
-    for directory in LIBRARY_DIRS:
+    """Host path of the root's libnvidia-ml.so.1, resolved inside the root; None if it has none. The
+    root's library_search_paths (`cdi generate --library-search-path`) are searched after the usual folders."""
+    for directory in (*LIBRARY_DIRS, *root.library_search_paths):
         resolved = root.resolve(f"{directory}/{NVML_SONAME}")
         if resolved is not None:
             return root.host_path(resolved)
@@ -65,14 +66,15 @@ def find_nvml_library(root: DriverRoot) -> str | None:
 def library_to_load(root: DriverRoot) -> str:
     """What to dlopen for root, checked (check_library): the library's host path, or for root "/" the
     soname, for the loader to search as NVIDIA's tools do (the file the usual directories hold, which is
-    what it finds with every distribution's driver packages, is checked)."""
+    what it finds with every distribution's driver packages, is checked), unless library_search_paths
+    were given: then the file found, which the loader's own search might not reach."""
     try:
         path = find_nvml_library(root)
     except DriverRootError as e:
         raise NvmlError(e.what, e.where) from None
     if path is not None:
         check_library(path)
-    if root.path == "/":
+    if root.path == "/" and not (path and root.library_search_paths):
         return NVML_SONAME
     if path is None:
         raise NvmlError(f"no NVIDIA driver: {NVML_SONAME} not found in the driver root; {NO_DRIVER_HINT}",

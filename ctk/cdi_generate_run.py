@@ -57,16 +57,25 @@ OPTIONS = (
     Option("--vendor", "vendor", "CDI vendor of the kind.", default="nvidia.com", show_default=True,
            aliases=("--cdi-vendor",)),
     Option("--class", "cls", "CDI class of the kind.", default="gpu", show_default=True, aliases=("--cdi-class",)),
+    Option("--dev-root", "dev_root", "Where the driver's /dev is, when not where the driver root says (a "
+           "simulated host's own, else the host's /dev): a driver container's rootfs with its own nodes."),
+    Option("--library-search-path", "library_search_paths", "A folder inside the driver root also searched for "
+           "driver libraries its ld.so.cache does not list (and for libnvidia-ml.so.1). Repeatable.", multiple=True),
     Option("--mode", "mode", "What to describe: auto and nvml (the GPUs and MIG devices NVML reports) are the "
            "modes of this toolkit; NVIDIA's other modes are refused, saying why.", choices=MODES, default="auto",
-           show_default=True),
+           show_default=True, aliases=("--discovery-mode",)),
+    Option("--csv.file", "csv_files", "NVIDIA's CSV mode (Tegra) only: refused, as that mode is. Repeatable.",
+           multiple=True),
+    Option("--csv.ignore-pattern", "csv_ignore_patterns", "NVIDIA's CSV mode (Tegra) only: refused, as that mode "
+           "is. Repeatable.", multiple=True),
     Option("--ldconfig-path", "ldconfig_path", "The host's ldconfig the spec's update-ldcache runs (an absolute "
            "path, '@' prefix optional) [config.toml nvidia-container-cli.ldconfig]."),
     Option("--no-all-device", "no_all_device", "Do not add the 'all' device.", flag=True),
     Option("--device-id", "device_ids", "Describe only this GPU or MIG device (0, 1:0, GPU-.., MIG-.., PCI bus id). "
                                         "Repeatable.", multiple=True),
     Option("--nvidia-cdi-hook-path", "hook_path", "nvidia-cdi-hook the spec runs (default: the one next to "
-                                                  "nvidia-ctk, else /usr/bin/nvidia-cdi-hook)."),
+                                                  "nvidia-ctk, else /usr/bin/nvidia-cdi-hook); a path to nvidia-ctk "
+                                                  "runs it as `nvidia-ctk hook`.", aliases=("--nvidia-ctk-path",)),
 )
 HELP = "Generate a CDI spec for the GPUs and MIG devices of this host (or of a driver root)."
 
@@ -105,11 +114,20 @@ def _host_ldconfig(value: str) -> str:
     return path
 
 
+def _dev_root(value: str | None) -> str | None:
+    """--dev-root's folder, refused in one line when it holds no dev/ (a typo would give a spec
+    without the GPUs' nodes, failing every container)."""
+    if value and not os.path.isdir(os.path.join(value, "dev")):
+        raise CliError("the dev root has no dev/ folder: give the folder holding the driver's dev/", value)
+    return value
+
+
 def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path,
-             mode="auto", ldconfig_path=None) -> None:
+             mode="auto", ldconfig_path=None, dev_root=None, library_search_paths=(), csv_files=(),
+             csv_ignore_patterns=()) -> None:
     from cdi.config import load_config
     from cdi.discover import default_hook_path
-    from cdi.driver_root import resolve_driver_root
+    from cdi.driver_root import DriverRoot, resolve_driver_root
     from cdi.errors import CdiError
     from cdi.generate import generate_spec
     from cdi.nvml import load_inventory
@@ -118,6 +136,14 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
     if mode in _UNSUPPORTED_MODES:
         raise CliError(f"mode {mode} cannot apply here: it describes {_UNSUPPORTED_MODES[mode]}; this toolkit "
                        "describes the GPUs and MIG devices NVML reports (--mode auto or nvml)", "--mode")
+    for given, flag in ((csv_files, "--csv.file"), (csv_ignore_patterns, "--csv.ignore-pattern")):
+        if given:
+            raise CliError(f"{flag} is for mode csv, which describes {_UNSUPPORTED_MODES['csv']}; this toolkit "
+                           "describes the GPUs and MIG devices NVML reports: leave it out", flag)
+    for folder in library_search_paths:
+        if not folder.startswith("/"):
+            raise CliError(f"a library search path is a folder inside the driver root and must be absolute, "
+                           f"not {folder!r}", "--library-search-path")
     yaml_format = _format_for(output, fmt) == "yaml"
     if hook_path is not None and not os.path.isabs(hook_path):
         raise CliError("the hook path must be absolute", "--nvidia-cdi-hook-path")
@@ -126,6 +152,8 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
         cli = config.nvidia_container_cli
         ldconfig = _host_ldconfig(ldconfig_path) if ldconfig_path else config.host_ldconfig()
         root = resolve_driver_root(driver_root, cli.root)
+        if dev_root or library_search_paths:
+            root = DriverRoot(root.path, dev_root=_dev_root(dev_root), library_search_paths=library_search_paths)
         inventory = load_inventory(root)
         spec = generate_spec(root, inventory, vendor=vendor, cls=cls, strategies=strategies,
                              all_device=not no_all_device, device_ids=device_ids,

@@ -286,3 +286,49 @@ def test_a_closed_stdout_is_one_line(sim_host, more):
                              "--driver-root", str(sim_host), *more], stderr=subprocess.PIPE, text=True, timeout=60)
     assert result.returncode == 1
     assert result.stderr == "nvidia-ctk: error: cannot write the spec: stdout is closed (stdout)\n"
+
+
+def test_dev_root_is_where_the_device_nodes_are_read(sim_host, tmp_path):
+    """--dev-root (NVIDIA's flag): the nodes of a driver whose dev/ is elsewhere, here a copy of the
+    simulated host's nodes (same type, major and minor) under another folder."""
+    dev_root = tmp_path / "devroot"
+    for node in (sim_host / "dev").rglob("*"):
+        st = node.lstat()
+        target = dev_root / "dev" / node.relative_to(sim_host / "dev")
+        if stat.S_ISDIR(st.st_mode):
+            target.mkdir(parents=True, exist_ok=True)
+        elif stat.S_ISCHR(st.st_mode):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(target, stat.S_IFCHR | 0o666, st.st_rdev)
+    document = spec_of(sim_host, "--dev-root", str(dev_root))
+    nodes = [n for d in document["devices"] for n in d["containerEdits"]["deviceNodes"]]
+    nodes += document["containerEdits"]["deviceNodes"]
+    assert nodes and all(n["hostPath"] == f"{dev_root}{n['path']}" for n in nodes), nodes
+    result = generate("--driver-root", str(sim_host), "--dev-root", str(tmp_path / "none"), check=False)
+    assert (result.returncode, result.stderr) == (1, "nvidia-ctk: error: the dev root has no dev/ folder: give the "
+                                                     f"folder holding the driver's dev/ ({tmp_path / 'none'})\n")
+
+
+def test_nvidias_hook_path_discovery_mode_and_library_search_path_spellings(sim_host):
+    """Issue 27.2: --nvidia-ctk-path is NVIDIA's older name of --nvidia-cdi-hook-path, --discovery-mode of
+    --mode; --library-search-path (a folder inside the driver root) finds nothing more on this host."""
+    document = spec_of(sim_host, "--nvidia-ctk-path", "/opt/gct/bin/nvidia-cdi-hook", "--discovery-mode", "nvml",
+                       "--library-search-path", "/opt/none", "--library-search-path=/usr/lib")
+    assert document["containerEdits"]["hooks"][0]["path"] == "/opt/gct/bin/nvidia-cdi-hook"
+    assert document == spec_of(sim_host, "--nvidia-cdi-hook-path=/opt/gct/bin/nvidia-cdi-hook")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--csv.file", "/etc/nvidia-container-runtime/host-files-for-container.d/devices.csv"],
+     "--csv.file is for mode csv, which describes the driver files of Tegra (Jetson) boards, listed in CSV files; "
+     "this toolkit describes the GPUs and MIG devices NVML reports: leave it out (--csv.file)"),
+    (["--csv.ignore-pattern", "*.so"],
+     "--csv.ignore-pattern is for mode csv, which describes the driver files of Tegra (Jetson) boards, listed in "
+     "CSV files; this toolkit describes the GPUs and MIG devices NVML reports: leave it out (--csv.ignore-pattern)"),
+    (["--library-search-path", "lib"], "a library search path is a folder inside the driver root and must be "
+                                       "absolute, not 'lib' (--library-search-path)"),
+])
+def test_csv_flags_and_a_relative_library_search_path_are_one_line(sim_host, tmp_path, args, line):
+    out = tmp_path / "nvidia.yaml"
+    result = generate("--driver-root", str(sim_host), "--output", str(out), *args, check=False)
+    assert (result.returncode, result.stderr) == (1, f"nvidia-ctk: error: {line}\n") and not out.exists()

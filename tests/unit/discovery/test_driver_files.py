@@ -225,3 +225,38 @@ def test_ld_cache_path_is_taken_inside_the_root(root):
     files = locate(root, ["compute"], ld_cache="/etc/other.cache")
     assert {f.container_path for f in files.libraries} == {
         p for _, _, p in expected_libraries("compute")}
+
+
+@pytest.mark.parametrize("with_cache", [True, False], ids=["ld-cache", "no-ld-cache"])
+def test_library_search_paths_find_what_the_cache_does_not_list(tmp_path, with_cache):
+    """`cdi generate --library-search-path` (NVIDIA's flag): folders inside the root searched for the
+    driver libraries the root's ld.so.cache (or the usual folders) does not give; a library found
+    there too is taken from the cache only."""
+    from cdi.driver_root import DriverRoot
+
+    root = build_driver_root(str(tmp_path / "r"), with_cache=with_cache)
+    os.makedirs(f"{root}/opt/nv/lib")
+    os.rename(f"{root}{LIB}/libnvidia-encode.so.{V}", f"{root}/opt/nv/lib/libnvidia-encode.so.{V}")
+    os.link(f"{root}{LIB}/libcuda.so.{V}", f"{root}/opt/nv/lib/libcuda.so.{V}")
+
+    def video(**kw):
+        return {f.container_path for f in locate(DriverRoot(root, **kw), ["video"]).libraries
+                if "encode" in f.container_path or "libcuda.so" in f.container_path}
+
+    assert video() == {f"{LIB}/libcuda.so.{V}"}
+    assert video(library_search_paths=("/opt/nv/lib", "/missing")) == {
+        f"{LIB}/libcuda.so.{V}", f"/opt/nv/lib/libnvidia-encode.so.{V}"}
+
+
+def test_nvml_is_found_in_a_library_search_path(tmp_path):
+    from cdi.driver_root import DriverRoot
+    from cdi.nvml import find_nvml_library
+
+    root = build_driver_root(str(tmp_path / "r"))
+    os.makedirs(f"{root}/opt/nv/lib")
+    for name in os.listdir(f"{root}{LIB}"):
+        if name.startswith("libnvidia-ml.so"):
+            os.rename(f"{root}{LIB}/{name}", f"{root}/opt/nv/lib/{name}")
+    assert find_nvml_library(DriverRoot(root)) is None
+    assert find_nvml_library(DriverRoot(root, library_search_paths=("/opt/nv/lib",))) == \
+        f"{root}/opt/nv/lib/libnvidia-ml.so.{V}"
