@@ -12,6 +12,10 @@ driver's own control program, so the same code drives NVIDIA's daemon.
 
 Stop: `quit`, wait for the daemon's end, unmount the tmpfs, remove the pipe and shm folders and
 share.json; the logs stay.
+
+Revive (the device plugin, when a daemon died): the daemon of a started device is run again in the
+same pipe folder and with the same shm tmpfs (the containers of its shares keep their mounts of both,
+so their next CUDA program reaches the new daemon), after the dead daemon's servers are ended.
 """
 from __future__ import annotations
 
@@ -149,8 +153,9 @@ def _locked(mps_root: str):
         os.close(fd)
 
 
-def start(driver_root, mps_root: str, device: Gpu | MigDevice, replicas: int) -> dict:
-    """Start the daemon of `device` with the limits of `replicas` shares; returns its share.json."""
+def start(driver_root, mps_root: str, device: Gpu | MigDevice, replicas: int, owner: str = "nvidia-ctk") -> dict:
+    """Start the daemon of `device` with the limits of `replicas` shares; returns its share.json (which
+    records `owner`, the program that started it)."""
     layout = DeviceLayout(mps_root, device.uuid)
     limits = ShareLimits(replicas, device.memory_total)
     control = control_program(driver_root)
@@ -160,19 +165,93 @@ def start(driver_root, mps_root: str, device: Gpu | MigDevice, replicas: int) ->
                 raise MpsError("an MPS control daemon already runs for the device (nvidia-ctk mps stop first)",
                                layout.dir)
             _stop(layout)       # what a daemon that died left behind
-        return _start(control, layout, device, limits)
+        identity = {"uuid": device.uuid, "device": device_id_of(device), "memory_total": device.memory_total,
+                    "owner": owner}
+        return _start(control, layout, identity, limits)
 
 
-def _start(control: str, layout: DeviceLayout, device: Gpu | MigDevice, limits: ShareLimits) -> dict:
+def answers(share: dict, layout: DeviceLayout) -> bool:
+    """The daemon of a share.json answers on its control socket."""
+    control = share.get("control")
+    return isinstance(control, str) and os.path.isfile(control) and \
+        send(control, layout.pipe, "get_server_list") is not None
+
+
+def revive(mps_root: str, uuid: str) -> dict:
+    """Run the daemon of a started device again when it no longer answers (it died, or hangs, or its
+    socket is gone: then it is ended first), with the limits of its share.json, in the same pipe folder
+    and shm tmpfs; the servers of the old daemon are ended. Returns the share.json in force (unchanged
+    when the daemon answers)."""
+    layout = DeviceLayout(mps_root, uuid)
+    with _locked(layout.root):
+        share = read_share(layout)
+        if share is None:
+            raise MpsError("no MPS control daemon was started for the device", layout.dir)
+        if answers(share, layout):
+            return share
+        control = share.get("control")
+        if not isinstance(control, str) or not os.path.isfile(control):
+            raise MpsError("the control program of the daemon is gone", str(control))
+        _terminate(share.get("pid"), control)
+        _end_servers(share, control)
+        try:
+            limits = ShareLimits(int(share["replicas"]), int(share["memory_total"]))
+            identity = {k: share[k] for k in ("uuid", "device", "memory_total")}
+        except (KeyError, TypeError, ValueError):
+            raise MpsError("share.json does not say what the daemon was started for", layout.share_file) from None
+        identity["owner"] = share.get("owner", "nvidia-ctk")
+        return _start(control, layout, identity, limits)
+
+
+def _mount_namespace(pid: int | None) -> str | None:
+    try:
+        st = os.stat(f"/proc/{pid}/ns/mnt")
+    except (OSError, TypeError):
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _end_servers(share: dict, control: str) -> None:
+    """SIGTERM the servers a daemon that died left running: the processes of its control program in its
+    private mount namespace (recorded in share.json; a namespace lives while a process is in it, so no
+    other process can have it). They end on SIGTERM; waited for up to CONTROL_TIMEOUT."""
+    namespace = share.get("mount_namespace")
+    if not isinstance(namespace, str):
+        return
+    fds = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or _mount_namespace(int(entry)) != namespace:
+            continue
+        try:
+            fd = os.pidfd_open(int(entry))
+        except OSError:
+            continue
+        try:
+            if os.path.samefile(f"/proc/{entry}/exe", control):
+                signal.pidfd_send_signal(fd, signal.SIGTERM)
+                fds.append(fd)
+                continue
+        except OSError:
+            pass
+        os.close(fd)
+    for fd in fds:
+        try:
+            select.select([fd], [], [], CONTROL_TIMEOUT)
+        finally:
+            os.close(fd)
+
+
+def _start(control: str, layout: DeviceLayout, identity: dict, limits: ShareLimits) -> dict:
     created = [p for p in (layout.dir, layout.pipe, layout.log, layout.shm) if not os.path.isdir(p)]
     started = mounted = False
     try:
         for path in created:
             os.mkdir(path, 0o755)
-        _mount_shm(layout.shm)
-        mounted = True
+        if not os.path.ismount(layout.shm):     # a revived daemon keeps the tmpfs its shares have
+            _mount_shm(layout.shm)
+            mounted = True
         env = {"PATH": DEFAULT_PATH, "CUDA_MPS_PIPE_DIRECTORY": layout.pipe, "CUDA_MPS_LOG_DIRECTORY": layout.log,
-               "CUDA_VISIBLE_DEVICES": device.uuid}
+               "CUDA_VISIBLE_DEVICES": identity["uuid"]}
         try:
             done = subprocess.run(_start_command(control, layout), env=env, cwd="/", capture_output=True,
                                   text=True, stdin=subprocess.DEVNULL, timeout=CONTROL_TIMEOUT)
@@ -183,10 +262,12 @@ def _start(control: str, layout: DeviceLayout, device: Gpu | MigDevice, limits: 
             raise MpsError(f"the MPS control daemon did not start: {detail}", control)
         started = True
         _configure(control, layout, limits)
-        share = {"uuid": device.uuid, "device": device_id_of(device), "replicas": limits.replicas,
+        pid = daemon_pid(layout)
+        share = {"uuid": identity["uuid"], "device": identity["device"], "replicas": limits.replicas,
                  "active_thread_percentage": limits.active_thread_percentage,
-                 "pinned_mem_limit": limits.pinned_mem_limit, "memory_total": device.memory_total,
-                 "control": control, "pid": daemon_pid(layout)}
+                 "pinned_mem_limit": limits.pinned_mem_limit, "memory_total": identity["memory_total"],
+                 "control": control, "pid": pid, "mount_namespace": _mount_namespace(pid),
+                 "owner": identity["owner"]}
         write_atomically(layout.share_file, json.dumps(share, indent=2) + "\n")
         return share
     except BaseException:
@@ -246,6 +327,7 @@ def _stop(layout: DeviceLayout) -> None:
     if isinstance(control, str) and os.path.isfile(control):
         _quit(control, layout)
         _terminate(share.get("pid"), control)
+        _end_servers(share, control)
     _unmount_all(layout.shm)
     for path in (layout.pipe, layout.shm):
         shutil.rmtree(path, ignore_errors=True)

@@ -16,6 +16,11 @@ Time-sliced replicas (`<UUID>::<n>`, device_plugin.replicas) are their real devi
 two replicas of one GPU gets that GPU once. With sharing.timeSlicing.failRequestsGreaterThanOne a
 request for more than one replica is refused, as NVIDIA's plugin refuses it ("maximum request size for
 shared resources is 1; found 2"); the kubelet then fails the pod (UnexpectedAdmissionError).
+
+An MPS share (sharing.mps, device_plugin.mps_shares; CDI strategies only) is named twice: the GPU's own
+CDI name (its nodes and driver files) and the share's, `nvidia.com/gpu=<id>::<n>` (the daemon's pipe
+folder and /dev/shm). A container given two shares of one GPU (failRequestsGreaterThanOne false) gets the
+first one's edits: every share of a GPU has the same, and MPS limits each client process, not a container.
 """
 from __future__ import annotations
 
@@ -64,7 +69,7 @@ def requested_devices(resource: Resource, ids, where: str) -> list[PluginDevice]
 
 def check_shared_request(config: Config, devices: list[PluginDevice], where: str) -> None:
     """AllocateError for a request of more than one replica when failRequestsGreaterThanOne is set."""
-    fail = config.time_slicing is not None and config.time_slicing.fail_requests_greater_than_one
+    fail = config.sharing is not None and config.sharing.fail_requests_greater_than_one
     if fail and len(devices) > 1 and any(d.replica is not None for d in devices):
         raise AllocateError(f"maximum request size for shared resources is 1; found {len(devices)}", where)
 
@@ -88,11 +93,23 @@ def device_specs(config: Config, devices: list[PluginDevice]) -> list[pb.DeviceS
     return [pb.DeviceSpec(container_path=p, host_path=root + p, permissions="rw") for p in paths]
 
 
-def container_response(config: Config, devices: list[PluginDevice]) -> pb.ContainerAllocateResponse:
+def mps_share_names(config: Config, requested: list[PluginDevice]) -> list[str]:
+    """The CDI names of the MPS shares among requested: one per GPU (the first share asked for)."""
+    if config.mps is None:
+        return []
+    first: dict[str, PluginDevice] = {}
+    for device in requested:
+        if device.replica is not None:
+            first.setdefault(device.uuid, device)
+    return [cdi_name(f"{d.device_id(config.device_id_strategy)}::{d.replica}") for d in first.values()]
+
+
+def container_response(config: Config, devices: list[PluginDevice],
+                       shares: list[str] = ()) -> pb.ContainerAllocateResponse:
     ids = [d.device_id(config.device_id_strategy) for d in devices]
     response = pb.ContainerAllocateResponse()
     if config.any_cdi():
-        names = [cdi_name(i) for i in ids]
+        names = [cdi_name(i) for i in ids] + list(shares)
         if config.uses("cdi-annotations"):
             key = annotation_key(ANNOTATION_PLUGIN_NAME, str(uuid_module.uuid4()), config.cdi_annotation_prefix)
             response.annotations[key] = annotation_value(names)
@@ -123,5 +140,6 @@ def allocate(config: Config, resource: Resource, request: pb.AllocateRequest) ->
         where = f"{resource.name} container {n}"
         devices = requested_devices(resource, container.devices_ids, where)
         check_shared_request(config, devices, where)
-        containers.append(distinct_devices(devices))
-    return pb.AllocateResponse(container_responses=[container_response(config, ds) for ds in containers])
+        containers.append((distinct_devices(devices), mps_share_names(config, devices)))
+    return pb.AllocateResponse(container_responses=[container_response(config, ds, shares)
+                                                    for ds, shares in containers])

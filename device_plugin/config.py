@@ -18,6 +18,7 @@ DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri
 DEVICE_ID_STRATEGIES = ("uuid", "index")
 DEFAULT_CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 DEFAULT_DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+DEFAULT_MPS_ROOT = "/run/nvidia/mps"
 CONFIG_VERSION = "v1"
 
 
@@ -80,6 +81,9 @@ SETTINGS = (
             str, "/sys/class/dmi/id/product_name", "The DMI product name for the nvidia.com/gpu.machine label."),
     Setting("config_file", "--config-file", "CONFIG_FILE", None, str, "",
             "Config file (NVIDIA's version v1) as an alternative to flags and environment variables."),
+    Setting("mps_root", "--mps-root", "MPS_ROOT", ("mpsRoot",), str, DEFAULT_MPS_ROOT,
+            "Where the MPS control daemons of sharing.mps keep their pipe, log and shm folders (one folder per "
+            "shared GPU)."),
     # ours
     Setting("device_plugin_dir", "--device-plugin-dir", "NVIDIA_DEVICE_PLUGIN_DIR", None, str,
             DEFAULT_DEVICE_PLUGIN_DIR, "The kubelet's device-plugin folder (kubelet.sock and the plugin's sockets)."),
@@ -91,7 +95,7 @@ BY_DEST = {s.dest: s for s in SETTINGS}
 
 # Keys of NVIDIA's config file v1 that this plugin reads, or accepts and ignores (None: a section whose
 # every key is accepted). `gfd` belongs to gpu-feature-discovery; `resources` renaming is ignored by
-# NVIDIA's plugin too; `sharing` is read by load_time_slicing (MPS is refused there as not supported).
+# NVIDIA's plugin too; `sharing` is read by load_sharing.
 FILE_KEYS = {
     "version": None, "flags": None, "resources": None, "sharing": None, "imex": None,
 }
@@ -102,6 +106,7 @@ PLUGIN_KEYS = {"passDeviceSpecs", "deviceListStrategy", "deviceIDStrategy", "cdi
 GFD_KEYS = {"oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile"}
 SHARING_KEYS = {"timeSlicing", "mps"}
 TIME_SLICING_KEYS = {"renameByDefault", "failRequestsGreaterThanOne", "resources"}
+MPS_MAX_REPLICAS = 100      # every share gets at least 1% of the GPU's threads (cdi.mps.MAX_REPLICAS)
 REPLICATED_RESOURCE_KEYS = {"name", "rename", "devices", "replicas"}
 SHARED_SUFFIX = ".shared"   # renameByDefault: nvidia.com/gpu -> nvidia.com/gpu.shared
 
@@ -122,9 +127,10 @@ class ReplicatedResource:
 
 @dataclass(frozen=True)
 class TimeSlicing:
-    """sharing.timeSlicing of NVIDIA's config file v1."""
+    """sharing.timeSlicing, or sharing.mps (strategy "mps"), of NVIDIA's config file v1: the same keys."""
     resources: tuple[ReplicatedResource, ...]
     fail_requests_greater_than_one: bool = False
+    strategy: str = "time-slicing"
 
 
 @dataclass
@@ -147,7 +153,15 @@ class Config:
     config_file: str = ""
     device_plugin_dir: str = DEFAULT_DEVICE_PLUGIN_DIR
     cdi_root: str = ""
+    mps_root: str = DEFAULT_MPS_ROOT
     time_slicing: TimeSlicing | None = None   # only from the config file (sharing.timeSlicing)
+    mps: TimeSlicing | None = None            # only from the config file (sharing.mps)
+
+    @property
+    def sharing(self) -> TimeSlicing | None:
+        """The sharing in force: sharing.mps when set (NVIDIA's plugin then ignores timeSlicing), else
+        sharing.timeSlicing, else None."""
+        return self.mps or self.time_slicing
 
     @property
     def device_root(self) -> str:
@@ -246,9 +260,11 @@ def load_file(path: str) -> dict[str, object]:
             node = node.get(key) if isinstance(node, dict) else None
         if node is not None:
             values[setting.dest] = convert(setting, node, f"{path}: flags.{'.'.join(setting.file_keys)}")
-    time_slicing = load_time_slicing(data.get("sharing"), path)
+    time_slicing, mps = load_sharing(data.get("sharing"), path)
     if time_slicing is not None:
         values["time_slicing"] = time_slicing
+    if mps is not None:
+        values["mps"] = mps
     return values
 
 
@@ -321,21 +337,12 @@ def _replicated_resource(item: object, rename_by_default: bool, where: str) -> R
                               devices=_replicated_devices(item.get("devices"), f"{where}.devices"))
 
 
-def load_time_slicing(sharing: object, path: str) -> TimeSlicing | None:
-    """The config file's sharing.timeSlicing (None: no sharing); ConfigError for an unknown key, a bad
-    value, or sharing.mps (not supported by this plugin)."""
-    sharing = _mapping(sharing, f"{path}: sharing")
-    _check_keys(sharing, SHARING_KEYS, "sharing.")
-    if sharing.get("mps"):
-        raise ConfigError("MPS sharing is not supported by this plugin (use sharing.timeSlicing)",
-                          f"{path}: sharing.mps")
-    section = _mapping(sharing.get("timeSlicing"), f"{path}: sharing.timeSlicing")
-    if not section:
-        return None
-    _check_keys(section, TIME_SLICING_KEYS, "sharing.timeSlicing.")
-    where = f"{path}: sharing.timeSlicing"
+def _replicated_resources(section: dict, section_keys: str, path: str, strategy: str,
+                          fail_default: bool) -> TimeSlicing:
+    _check_keys(section, TIME_SLICING_KEYS, f"sharing.{section_keys}.")
+    where = f"{path}: sharing.{section_keys}"
     rename_by_default = parse_bool(section.get("renameByDefault", False), f"{where}.renameByDefault")
-    fail = parse_bool(section.get("failRequestsGreaterThanOne", False), f"{where}.failRequestsGreaterThanOne")
+    fail = parse_bool(section.get("failRequestsGreaterThanOne", fail_default), f"{where}.failRequestsGreaterThanOne")
     items = section.get("resources")
     if not isinstance(items, list) or not items:
         raise ConfigError("no resources specified (a list of {name, replicas})", f"{where}.resources")
@@ -345,7 +352,47 @@ def load_time_slicing(sharing: object, path: str) -> TimeSlicing | None:
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"resource {name!r} is listed more than once", f"{where}.resources")
-    return TimeSlicing(resources=resources, fail_requests_greater_than_one=fail)
+    return TimeSlicing(resources=resources, fail_requests_greater_than_one=fail, strategy=strategy)
+
+
+def load_sharing(sharing: object, path: str) -> tuple[TimeSlicing | None, TimeSlicing | None]:
+    """The config file's (sharing.timeSlicing, sharing.mps), each None when not set; ConfigError for an
+    unknown key or a bad value. Both take NVIDIA's keys; failRequestsGreaterThanOne defaults to false for
+    time-slicing and to true for MPS, as in NVIDIA's plugin (which keeps "the historical MPS behavior"
+    unless the file sets it)."""
+    sharing = _mapping(sharing, f"{path}: sharing")
+    _check_keys(sharing, SHARING_KEYS, "sharing.")
+    time_slicing = _mapping(sharing.get("timeSlicing"), f"{path}: sharing.timeSlicing")
+    mps = _mapping(sharing.get("mps"), f"{path}: sharing.mps")
+    time_slicing = _replicated_resources(time_slicing, "timeSlicing", path, "time-slicing", False) \
+        if time_slicing else None
+    if mps:
+        mps = _replicated_resources(mps, "mps", path, "mps", True)
+        for n, resource in enumerate(mps.resources):
+            if resource.replicas > MPS_MAX_REPLICAS:
+                raise ConfigError(f"MPS replicas must be at most {MPS_MAX_REPLICAS} (each share gets 100/replicas "
+                                  f"percent of the threads), got {resource.replicas}",
+                                  f"{path}: sharing.mps.resources[{n}].replicas")
+    return time_slicing, mps or None
+
+
+def _check_mps(config: Config) -> None:
+    """NVIDIA's rules for sharing.mps: not with mig-strategy mixed, CDI only (the shares' pipe folder and
+    /dev/shm reach a container as CDI edits); ours: the plugin writes the shares' CDI spec, so it needs
+    --cdi-root, and the MPS root is an absolute path."""
+    if config.mps is None:
+        return
+    if config.mig_strategy == "mixed":
+        raise ConfigError("using --mig-strategy=mixed is not supported with MPS", "sharing.mps")
+    for strategy in ("envvar", "volume-mounts"):
+        if config.uses(strategy):
+            raise ConfigError(f"using MPS is incompatible with --device-list-strategy={strategy} (use cdi-cri or "
+                              "cdi-annotations)", "sharing.mps")
+    if not config.cdi_root:
+        raise ConfigError("using MPS needs --cdi-root: the plugin writes a CDI device per share there",
+                          "sharing.mps")
+    if not os.path.isabs(config.mps_root):
+        raise ConfigError("must be an absolute path", "--mps-root")
 
 
 def check(config: Config) -> Config:
@@ -364,6 +411,7 @@ def check(config: Config) -> Config:
     for name in ("nvidia_driver_root", "device_plugin_dir"):
         if not os.path.isabs(getattr(config, name)):
             raise ConfigError("must be an absolute path", BY_DEST[name].flag)
+    _check_mps(config)
     return config
 
 

@@ -31,9 +31,10 @@ class DeviceHealth:
         self._unhealthy: set[str] = set()
         self.generation = 0
 
-    def health(self, uuid: str) -> str:
+    def health(self, *keys: str) -> str:
+        """Unhealthy when any of keys is (a share is its GPU's UUID and its own `<UUID>::<n>`)."""
         with self._changed:
-            return UNHEALTHY if uuid in self._unhealthy else HEALTHY
+            return UNHEALTHY if self._unhealthy.intersection(keys) else HEALTHY
 
     def set_healthy(self, uuids, healthy: bool) -> bool:
         """Marks uuids; wakes the waiting streams when anything changed (returned)."""

@@ -27,6 +27,7 @@ from device_plugin.config import Config
 from device_plugin.created_watch import CreatedWatch
 from device_plugin.health import DeviceHealth, EventSource, HealthWatcher, ignored_xids
 from device_plugin.kubelet import KUBELET_SOCKET, kubelet_socket, register, socket_identity
+from device_plugin.mps_shares import MpsShares
 from device_plugin.replicas import replicate
 from device_plugin.resources import Resource, build_resources
 from device_plugin.server import PluginServer, options
@@ -66,6 +67,7 @@ class PluginManager:
     def __init__(self, sources: Sources, config: Config):
         self.sources, self.config = sources, config
         self.health = DeviceHealth()
+        self.mps = MpsShares(self.health)   # sharing.mps: the daemons, kept across starts of the plugins
         self.lost_gpus: set[str] = set()   # GPUs the driver lost, watched for recovery across restarts
         self.servers: list[PluginServer] = []
         self.resources: list[Resource] = []
@@ -83,8 +85,9 @@ class PluginManager:
         try:
             inventory = self.sources.inventory(self.config)
             self.sources.labels(self.config, inventory)   # before the resources: a node they refuse is labelled
-            self.resources = replicate(build_resources(inventory, self.config.mig_strategy), self.config.time_slicing)
+            self.resources = replicate(build_resources(inventory, self.config.mig_strategy), self.config.sharing)
             self.sources.refresh_spec(self.config, inventory, self.resources)
+            self.mps.ensure(self.config, inventory, self.resources)
         except CdiError as e:
             raise InitError(e.what, e.where) from None
         except Exception as e:   # e.g. ctk's CliError from the spec's generation
@@ -166,7 +169,14 @@ class PluginManager:
         return None
 
     def run(self) -> int:
-        """Serves until asked to stop; 1 for an init error with failOnInitError, else 0."""
+        """Serves until asked to stop; 1 for an init error with failOnInitError, else 0. The MPS daemons
+        of sharing.mps are stopped when it returns or raises."""
+        try:
+            return self._serve()
+        finally:
+            self.mps.close()
+
+    def _serve(self) -> int:
         retry_at: float | None = None
         starting = True
         while not self._stop.is_set():

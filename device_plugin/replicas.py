@@ -6,7 +6,9 @@ the first N in index order, or those listed by GPU index, MIG index `<gpu>:<mig>
 resource's rename (renameByDefault: `<name>.shared`) or its own name; the devices not chosen stay
 whole under the original name. A configured resource the host does not have is skipped (NVIDIA's
 does too), so one config fits nodes with and without MIG. Every replica is the real device for
-Allocate (device_plugin.allocate) and health (a GPU's XID marks all its replicas).
+Allocate (device_plugin.allocate) and health (a GPU's XID marks all its replicas). sharing.mps makes
+its replicas the same way (NVIDIA's plugin too); each is then a share of the GPU's MPS control daemon
+(device_plugin.mps_shares).
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from device_plugin.config import ReplicatedResource, TimeSlicing
 from device_plugin.resources import PluginDevice, Resource, ResourceError
 
 
-def _chosen(resource: Resource, wanted: ReplicatedResource) -> list[PluginDevice]:
+def _chosen(resource: Resource, wanted: ReplicatedResource, section: str) -> list[PluginDevice]:
     devices = list(resource.devices)
-    where = f"sharing.timeSlicing {wanted.name}"
+    where = f"sharing.{section} {wanted.name}"
     if wanted.devices == "all":
         return devices
     if isinstance(wanted.devices, int):
@@ -38,10 +40,12 @@ def _chosen(resource: Resource, wanted: ReplicatedResource) -> list[PluginDevice
 
 
 def replicate(resources: list[Resource], time_slicing: TimeSlicing | None) -> list[Resource]:
-    """The resources with time-slicing applied, in their order, renamed ones after their original; a
-    resource left without devices is dropped."""
+    """The resources with time-slicing (or MPS: the same replicas, time_slicing.strategy "mps") applied,
+    in their order, renamed ones after their original; a resource left without devices is dropped. MPS
+    shares of a MIG device are refused as NVIDIA's plugin refuses them."""
     if time_slicing is None:
         return resources
+    section = "mps" if time_slicing.strategy == "mps" else "timeSlicing"
     wanted = {r.name: r for r in time_slicing.resources}
     result: dict[str, list[PluginDevice]] = {}
     for resource in resources:
@@ -49,7 +53,9 @@ def replicate(resources: list[Resource], time_slicing: TimeSlicing | None) -> li
         if config is None:
             result.setdefault(resource.name, []).extend(resource.devices)
             continue
-        chosen = _chosen(resource, config)
+        chosen = _chosen(resource, config, section)
+        if section == "mps" and any(d.mig is not None for d in chosen):
+            raise ResourceError("sharing using MPS is not supported for MIG devices", f"sharing.mps {config.name}")
         result.setdefault(resource.name, []).extend(d for d in resource.devices if d not in chosen)
         result.setdefault(config.shared_name, []).extend(
             replace(device, replica=n) for device in chosen for n in range(config.replicas))

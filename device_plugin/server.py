@@ -55,8 +55,10 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
         self.stopping = False
 
     def device_list(self) -> pb.ListAndWatchResponse:
-        # health is the real device's: every replica of a GPU is Unhealthy with it
-        return pb.ListAndWatchResponse(devices=[api_device(d, self.health.health(d.uuid)) for d in self.resource.devices])
+        # health is the real device's (every replica of a GPU is Unhealthy with it), and a share's own (an
+        # MPS share whose daemon died, device_plugin.mps_shares)
+        return pb.ListAndWatchResponse(devices=[api_device(d, self.health.health(d.uuid, d.id))
+                                                for d in self.resource.devices])
 
     def _failed(self, context, call: str, error: Exception):
         if isinstance(error, CdiError):

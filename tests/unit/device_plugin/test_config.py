@@ -49,7 +49,12 @@ def test_config_file_from_environment_and_booleans_as_go_reads_them(tmp_path):
     ("version: v1\nflags:\n  migStrategy: 3\n", r"expected a string, got int"),
     ("version: v1\nflags:\n  migStrategy: all\n", r"invalid mig-strategy 'all'"),
     ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
-     r"MPS sharing is not supported by this plugin \(use sharing.timeSlicing\) \(.*: sharing.mps\)"),
+     r"^using MPS is incompatible with --device-list-strategy=envvar \(use cdi-cri or cdi-annotations\) "
+     r"\(sharing.mps\)$"),
+    ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replica: 2}]\n",
+     r"unknown key 'replica' \(sharing.mps.resources\[0\].replica\)"),
+    ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 101}]\n",
+     r"MPS replicas must be at most 100 .*got 101 \(.*: sharing.mps.resources\[0\].replicas\)"),
     ("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replica: 2}]\n",
      r"unknown key 'replica' \(sharing.timeSlicing.resources\[0\].replica\)"),
     ("version: v1\nsharing:\n  timeSlicing:\n    renameByDefaults: true\n    resources: [{name: gpu, replicas: 2}]\n",
@@ -88,6 +93,44 @@ def test_time_slicing_as_nvidias_config_spells_it(tmp_path):
         ("nvidia.com/mig-1g.5gb", 2, "nvidia.com/small", ("0", "1:0", "GPU-x")),
         ("nvidia.com/mig-2g.10gb", 3, "nvidia.com/mig-2g.10gb.shared", 1)]
     assert _config().time_slicing is None
+
+
+def _mps_file(tmp_path, extra: str = "") -> str:
+    f = tmp_path / "mps.yaml"
+    f.write_text(f"version: v1\nsharing:\n  mps:\n{extra}    resources:\n    - {{name: gpu, replicas: 2}}\n")
+    return str(f)
+
+
+def test_mps_as_nvidias_config_spells_it(tmp_path):
+    """sharing.mps takes timeSlicing's keys; failRequestsGreaterThanOne is true unless the file says false
+    (NVIDIA's default for MPS); sharing.mps wins over sharing.timeSlicing, as in NVIDIA's plugin."""
+    cdi = ["--device-list-strategy", "cdi-cri", "--cdi-root", str(tmp_path / "cdi")]
+    config = _config(["--config-file", _mps_file(tmp_path), *cdi])
+    assert config.sharing is config.mps and config.mps.strategy == "mps"
+    assert config.mps.fail_requests_greater_than_one and config.mps_root == "/run/nvidia/mps"
+    assert [(r.name, r.replicas, r.shared_name) for r in config.mps.resources] == [("nvidia.com/gpu", 2, "nvidia.com/gpu")]
+    relaxed = _config(["--config-file", _mps_file(tmp_path, "    failRequestsGreaterThanOne: false\n"), *cdi,
+                       "--mps-root", str(tmp_path / "mps")])
+    assert not relaxed.mps.fail_requests_greater_than_one and relaxed.mps_root == str(tmp_path / "mps")
+    both = tmp_path / "both.yaml"
+    both.write_text("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 4}]\n"
+                    "  mps:\n    resources: [{name: gpu, replicas: 2}]\n")
+    assert _config(["--config-file", str(both), *cdi]).sharing.strategy == "mps"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mig-strategy", "mixed", "--device-list-strategy", "cdi-cri", "--cdi-root", "/c"],
+     r"^using --mig-strategy=mixed is not supported with MPS \(sharing.mps\)$"),
+    (["--device-list-strategy", "cdi-cri,volume-mounts", "--cdi-root", "/c"],
+     r"^using MPS is incompatible with --device-list-strategy=volume-mounts"),
+    (["--device-list-strategy", "cdi-annotations"],
+     r"^using MPS needs --cdi-root: the plugin writes a CDI device per share there \(sharing.mps\)$"),
+    (["--device-list-strategy", "cdi-cri", "--cdi-root", "/c", "--mps-root", "run/mps"],
+     r"^must be an absolute path \(--mps-root\)$"),
+])
+def test_mps_is_refused_where_nvidias_refuses_it(tmp_path, args, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(["--config-file", _mps_file(tmp_path), *args])
 
 
 def test_bad_values_are_refused():

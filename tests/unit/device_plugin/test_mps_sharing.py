@@ -1,0 +1,191 @@
+"""sharing.mps: nvidia-device-plugin as installed, on a simulated 2-GPU host, in a private mount namespace
+of the test's (the shm tmpfs it mounts is never the machine's), with the stand-in kubelet and real grpcio
+clients: one MPS control daemon per GPU with the limits of 2 shares, the shares listed as `<UUID>::<n>`,
+Allocate naming the GPU and the share in CDI, the shares' CDI spec; a daemon killed makes its shares
+Unhealthy, the plugin starts it again in the same folders and they are Healthy again; SIGTERM stops
+the daemons and removes the spec."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+
+from device_plugin.api import deviceplugin_v1beta1_pb2 as pb
+from device_plugin.api import deviceplugin_v1beta1_pb2_grpc as pb_grpc
+from tests.support.mountns import process_in_mount_ns
+from tests.support.simulated_host import NVIDIA_CTK
+from tests.unit.device_plugin.conftest import channel_to
+
+PROGRAM = Path(sys.executable).parent / "nvidia-device-plugin"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("gcc") is None,
+                                reason="a simulated host and mounts need root and gcc")
+
+
+class NsPlugin:
+    """The installed plugin started with nsenter in a mount namespace of its own."""
+
+    def __init__(self, ns_pid: int, root, tmp_path, plugin_dir, config: str, *args: str):
+        self.ns_pid, self.plugin_dir = ns_pid, plugin_dir
+        self.mps_root, self.cdi_root = tmp_path / "mps", tmp_path / "cdi"
+        self.log = open(tmp_path / "plugin.log", "w+")
+        env = {"PATH": os.environ["PATH"]}
+        self.process = subprocess.Popen(
+            ["nsenter", "-t", str(ns_pid), "-m", str(PROGRAM), "--nvidia-driver-root", str(root),
+             "--device-plugin-dir", str(plugin_dir), "--cdi-root", str(self.cdi_root), "--mps-root",
+             str(self.mps_root), "--device-list-strategy", "cdi-cri", "--config-file", config, *args],
+            stdout=self.log, stderr=self.log, env=env)
+
+    def stub(self, endpoint: str):
+        channel = channel_to(self.plugin_dir / endpoint)
+        return pb_grpc.DevicePluginStub(channel), channel
+
+    def status(self) -> dict:
+        done = subprocess.run(["nsenter", "-t", str(self.ns_pid), "-m", str(NVIDIA_CTK), "mps", "status",
+                               "--mps-root", str(self.mps_root), "--format", "json"],
+                              capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+        assert done.returncode == 0, done.stderr
+        return {row["uuid"]: row for row in json.loads(done.stdout)}
+
+    def text(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+        text = self.text()
+        self.log.close()
+        return text
+
+
+def _mps_config(tmp_path, replicas: int = 2, extra: str = "") -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"version: v1\nsharing:\n  mps:\n{extra}    resources:\n"
+                    f"    - {{name: nvidia.com/gpu, replicas: {replicas}}}\n")
+    return str(path)
+
+
+def _wait(what: str, check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def ns():
+    with process_in_mount_ns() as pid:
+        yield pid
+
+
+def test_a_daemon_per_gpu_shares_listed_and_allocated_through_cdi(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
+    root, inventory = sim_hosts["plain"]
+    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path))
+    try:
+        [registered] = kubelet.wait_for(1)
+        stub, channel = plugin.stub("nvidia-gpu.sock")
+        with channel:
+            stream = stub.ListAndWatch(pb.Empty(), timeout=60)
+            listed = [(d.ID, d.health) for d in next(stream).devices]
+            stream.cancel()
+            gpu = inventory.gpus[1]
+            answer = stub.Allocate(pb.AllocateRequest(container_requests=[
+                pb.ContainerAllocateRequest(devices_ids=[f"{gpu.uuid}::1"])]), timeout=30).container_responses[0]
+            with pytest.raises(grpc.RpcError) as two:    # failRequestsGreaterThanOne: true unless set false
+                stub.Allocate(pb.AllocateRequest(container_requests=[
+                    pb.ContainerAllocateRequest(devices_ids=[f"{gpu.uuid}::0", f"{gpu.uuid}::1"])]), timeout=30)
+        status = plugin.status()
+        spec = yaml.safe_load((plugin.cdi_root / "nvidia-mps.yaml").read_text())
+    finally:
+        log = plugin.stop()
+        after = plugin.status() if plugin.mps_root.exists() else {}
+    assert registered.resource_name == "nvidia.com/gpu"
+    assert listed == [(f"{g.uuid}::{n}", "Healthy") for g in inventory.gpus for n in range(2)]
+    assert [d.name for d in answer.cdi_devices] == [f"nvidia.com/gpu={gpu.uuid}", f"nvidia.com/gpu={gpu.uuid}::1"]
+    assert not answer.envs and not answer.mounts
+    assert two.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "maximum request size for shared resources is 1; found 2" in two.value.details()
+    # one daemon per GPU with the limits of 2 shares, the plugin's
+    assert set(status) == {g.uuid for g in inventory.gpus}
+    for g in inventory.gpus:
+        row = status[g.uuid]
+        assert row["running"] and row["owner"] == "nvidia-device-plugin" and row["replicas"] == 2
+        assert row["daemon_active_thread_percentage"] == 50.0
+        assert row["daemon_pinned_mem_limit"] == 20 << 30        # an A100 40GB in 2 shares
+    # the shares' spec: by UUID and by index, the share's pipe folder, /dev/shm and variable
+    assert spec["kind"] == "nvidia.com/gpu"
+    names = [d["name"] for d in spec["devices"]]
+    assert names == [n for g in inventory.gpus for r in range(2) for n in (f"{g.uuid}::{r}", f"{g.index}::{r}")]
+    edits = spec["devices"][4]["containerEdits"]       # GPU 1, share 0
+    assert edits["env"] == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"]
+    assert [(m["hostPath"], m["containerPath"]) for m in edits["mounts"]] == [
+        (str(plugin.mps_root / inventory.gpus[1].uuid / "pipe"), "/tmp/nvidia-mps"),
+        (str(plugin.mps_root / inventory.gpus[1].uuid / "shm"), "/dev/shm")]
+    # SIGTERM: the daemons are stopped, the spec is gone
+    assert "Traceback" not in log, log
+    assert plugin.process.returncode == 0, log
+    assert after == {} and not (plugin.cdi_root / "nvidia-mps.yaml").exists(), log
+
+
+def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
+    root, inventory = sim_hosts["plain"]
+    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path))
+    gpu, other = inventory.gpus[1], inventory.gpus[0]
+    seen = []
+    try:
+        kubelet.wait_for(1)
+        before = _wait("the daemons", lambda: (s := plugin.status()) and len(s) == 2 and s)
+        pipe = plugin.mps_root / gpu.uuid / "pipe"
+        pipe_identity = os.stat(f"/proc/{ns}/root{pipe}").st_ino
+        stub, channel = plugin.stub("nvidia-gpu.sock")
+        with channel:
+            stream = stub.ListAndWatch(pb.Empty(), timeout=60)
+            seen.append({d.ID: d.health for d in next(stream).devices})
+            os.kill(before[gpu.uuid]["pid"], signal.SIGKILL)
+            for listed in stream:
+                seen.append({d.ID: d.health for d in listed.devices})
+                if len(seen) == 3:
+                    break
+            stream.cancel()
+        after = plugin.status()
+        pipe_now = os.stat(f"/proc/{ns}/root{pipe}").st_ino
+    finally:
+        log = plugin.stop()
+    shares = [f"{gpu.uuid}::0", f"{gpu.uuid}::1"]
+    others = {f"{other.uuid}::{n}": "Healthy" for n in range(2)}
+    assert seen[0] == {**others, **{s: "Healthy" for s in shares}}
+    assert seen[1] == {**others, **{s: "Unhealthy" for s in shares}}, log
+    assert seen[2] == seen[0], log
+    # a new daemon, with the same limits, in the same pipe folder (pods already running keep reaching it)
+    revived = after[gpu.uuid]
+    assert revived["running"] and revived["pid"] != before[gpu.uuid]["pid"]
+    assert revived["daemon_active_thread_percentage"] == 50.0
+    assert after[other.uuid]["pid"] == before[other.uuid]["pid"]
+    assert pipe_now == pipe_identity
+    assert f"the MPS control daemon of {gpu.uuid} (pid {before[gpu.uuid]['pid']}) ended" in log
+    assert f"MPS control daemon of {gpu.uuid} running again" in log
+    assert "Traceback" not in log, log
+
+
+def test_mps_of_mig_devices_is_refused_as_nvidias_plugin_refuses_it(tmp_path, plugin_dir, sim_hosts, ns):
+    root, _ = sim_hosts["mig-all-same"]
+    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path), "--mig-strategy", "single")
+    plugin.process.wait(timeout=60)
+    log = plugin.stop()
+    assert plugin.process.returncode == 1
+    assert log.strip().splitlines()[-1].startswith(
+        "nvidia-device-plugin: error: sharing using MPS is not supported for MIG devices (sharing.mps nvidia.com/gpu)")
