@@ -278,13 +278,16 @@ def _yaml_text(document: dict) -> str:
     return text
 
 
-def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
-    """The spec as JSON or YAML text, checked first as write_spec checks it (SpecError naming `where`)."""
+def render_spec(spec: Spec, where: str, yaml_format: bool = False, own_hooks: bool = True) -> str:
+    """The spec as JSON or YAML text, checked first as write_spec checks it (SpecError naming `where`).
+    own_hooks=False: the hooks are someone else's, passed on as they are (`cdi transform`), so the rule
+    for the hooks this toolkit writes (_check_hook_env) is not theirs."""
     from cdi.validate import validate_document
 
     document = spec.to_dict()
     validate_document(document, where, raise_first=True)
-    _check_hook_env(spec, where)
+    if own_hooks:
+        _check_hook_env(spec, where)
     if yaml_format:
         return _yaml_text(document)
     import json
@@ -293,7 +296,7 @@ def render_spec(spec: Spec, where: str, yaml_format: bool = False) -> str:
 
 
 def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644,
-               yaml_format: bool | None = None) -> str | os.PathLike:
+               yaml_format: bool | None = None, own_hooks: bool = True) -> str | os.PathLike:
     """Write spec to path (format by extension, unless yaml_format says) through a temp file and a
     rename, so a reader never sees half a spec; the content is validated first, so we never write a
     spec consumers reject. Returns path as given. A path that is (or links to) a device, FIFO or socket
@@ -304,7 +307,7 @@ def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644,
     from cdi.new_file import create_new_file   # only when writing: reading specs imports neither
 
     name = os.fspath(path)
-    text = render_spec(spec, name, is_yaml_path(name) if yaml_format is None else yaml_format)
+    text = render_spec(spec, name, is_yaml_path(name) if yaml_format is None else yaml_format, own_hooks)
     try:
         st = os.stat(name)
     except FileNotFoundError:

@@ -15,12 +15,13 @@ SUBCOMMANDS = {
     "validate": "ctk.cdi_cmd:validate",
     "list": "ctk.cdi_cmd:list_devices",
     "generate": "ctk.cdi_generate:generate",
+    "transform": "ctk.cdi_transform:transform",
 }
 
 
 @click.group(cls=LazyGroup, lazy_commands=SUBCOMMANDS)
 def cdi() -> None:
-    """Container Device Interface (CDI) specs: generate, validate, list."""
+    """Container Device Interface (CDI) specs: generate, validate, list, transform."""
 
 
 def _message(level: str, text: str) -> None:

@@ -332,3 +332,50 @@ def test_csv_flags_and_a_relative_library_search_path_are_one_line(sim_host, tmp
     out = tmp_path / "nvidia.yaml"
     result = generate("--driver-root", str(sim_host), "--output", str(out), *args, check=False)
     assert (result.returncode, result.stderr) == (1, f"nvidia-ctk: error: {line}\n") and not out.exists()
+
+
+def transform(*args, stdin=None):
+    return subprocess.run([NVIDIA_CTK, "cdi", "transform", "root", *args], capture_output=True, text=True,
+                          input=stdin, timeout=60)
+
+
+def test_transform_root_moves_a_generated_specs_host_paths(sim_host, tmp_path):
+    """Issue 27.2: `nvidia-ctk cdi transform root` (NVIDIA's): the simulated host's spec made right for a
+    host where its driver root is at /host; the hook's container paths stay."""
+    spec_file = tmp_path / "in.json"
+    generate("--driver-root", str(sim_host), "--output", str(spec_file))
+    before = json.loads(spec_file.read_text())
+    out = tmp_path / "out" / "moved.json"
+    result = transform("--from", str(sim_host), "--to", "/host", "--input", str(spec_file), "--output", str(out))
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", "")
+    after = json.loads(out.read_text())
+    assert validate_document(after, "moved") == []
+    node = after["devices"][0]["containerEdits"]["deviceNodes"][0]
+    assert node == {**before["devices"][0]["containerEdits"]["deviceNodes"][0], "hostPath": "/host/dev/nvidia0"}
+    mounts = after["containerEdits"]["mounts"]
+    assert mounts and all(m["hostPath"].startswith("/host/") and not m["hostPath"].startswith(str(sim_host))
+                          for m in mounts)
+    assert [m["containerPath"] for m in mounts] == [m["containerPath"] for m in before["containerEdits"]["mounts"]]
+    (hook,) = after["containerEdits"]["hooks"]
+    old_args = before["containerEdits"]["hooks"][0]["args"]
+    assert [a for a in hook["args"] if a.startswith("--params-file") or a.startswith("/host")] and \
+        [a for a, b in zip(hook["args"], old_args) if a != b] == [a for a in hook["args"] if a.startswith("/host")]
+    # stdin to stdout (YAML), and --relative-to container moves containerPath
+    result = transform("--from", "/usr/lib", "--to", "/opt/lib", "--relative-to", "container",
+                       stdin=spec_file.read_text())
+    assert result.returncode == 0, result.stderr
+    moved = yaml.safe_load(result.stdout)["containerEdits"]["mounts"]
+    assert any(m["containerPath"].startswith("/opt/lib/") for m in moved)
+    assert [m["hostPath"] for m in moved] == [m["hostPath"] for m in before["containerEdits"]["mounts"]]
+
+
+@pytest.mark.parametrize("args, stdin, line", [
+    (["--from", "/a", "--to", "b"], "", "the root must be an absolute path, not 'b' (--to)"),
+    (["--from", "/a", "--to", "/b", "--input", "/nonexistent.yaml"], None,
+     "cannot read the spec: No such file or directory (/nonexistent.yaml)"),
+    (["--from", "/a", "--to", "/b"], '{"cdiVersion": "0.5.0"}', "invalid CDI spec: "),
+])
+def test_transform_root_bad_input_is_one_line(args, stdin, line):
+    result = transform(*args, stdin=stdin)
+    assert result.returncode != 0 and result.stdout == ""
+    assert result.stderr.startswith(f"nvidia-ctk: error: {line}") and result.stderr.count("\n") == 1, result.stderr

@@ -24,7 +24,7 @@ def ctk(*args: str) -> subprocess.CompletedProcess:
      "'containerd', 'crio', 'podman' (see nvidia-ctk runtime configure --help)"),
     (["config", "--set"], "option '--set' requires an argument"),   # click gives no command here
     ([], f"missing command: {', '.join(sorted(COMMANDS))} (see nvidia-ctk --help)"),
-    (["cdi"], "missing command: generate, list, validate (see nvidia-ctk cdi --help)"),
+    (["cdi"], "missing command: generate, list, transform, validate (see nvidia-ctk cdi --help)"),
 ])
 def test_a_usage_error_is_one_line(args, line):
     done = ctk(*args)
