@@ -124,7 +124,9 @@ def _dev_root(value: str | None) -> str | None:
 
 def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path,
              mode="auto", ldconfig_path=None, dev_root=None, library_search_paths=(), csv_files=(),
-             csv_ignore_patterns=()) -> None:
+             csv_ignore_patterns=(), transform=None) -> None:
+    """transform(spec, driver root path): a change to the spec before it is written (the device plugin's
+    cdi.transform_root when it reads the node's driver through a container's mount)."""
     from cdi.config import load_config
     from cdi.discover import default_hook_path
     from cdi.driver_root import DriverRoot, resolve_driver_root
@@ -159,6 +161,8 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
                              all_device=not no_all_device, device_ids=device_ids,
                              hook_path=hook_path or default_hook_path(), ldconfig=ldconfig,
                              ld_cache=cli.ldcache)
+        if transform is not None:
+            transform(spec, root.path)
         if output and output != "-":
             make_parent_dirs(output)
             write_spec(spec, output, yaml_format=yaml_format)

@@ -64,9 +64,10 @@ SETTINGS = (
             "nvidia-cdi-hook (or nvidia-ctk) the generated CDI spec runs (default: the one installed with "
             "the plugin)."),
     Setting("container_driver_root", "--container-driver-root", "CONTAINER_DRIVER_ROOT",
-            ("plugin", "containerDriverRoot"), str, "/driver-root",
-            "Where the driver root is mounted in the plugin's own container (accepted for NVIDIA's "
-            "command lines; this plugin reads the driver root it is given)."),
+            ("plugin", "containerDriverRoot"), str, "",
+            "Where the node's driver root (--nvidia-driver-root) is mounted in the plugin's own container, "
+            "e.g. /driver-root: the driver is read there, and the CDI spec of --cdi-root names the node's "
+            "paths. Default: no container, the driver is read at --nvidia-driver-root."),
     Setting("gds_enabled", "--gds-enabled", "GDS_ENABLED", ("gdsEnabled",), bool, False,
             "Start containers with NVIDIA_GDS=enabled."),
     Setting("mofed_enabled", "--mofed-enabled", "MOFED_ENABLED", ("mofedEnabled",), bool, False,
@@ -144,7 +145,7 @@ class Config:
     device_id_strategy: str = "uuid"
     cdi_annotation_prefix: str = DEFAULT_CDI_ANNOTATION_PREFIX
     nvidia_ctk_path: str = ""
-    container_driver_root: str = "/driver-root"
+    container_driver_root: str = ""
     gds_enabled: bool = False
     mofed_enabled: bool = False
     gfd_output_file: str = ""
@@ -166,6 +167,12 @@ class Config:
     @property
     def device_root(self) -> str:
         return self.dev_root or self.nvidia_driver_root
+
+    @property
+    def local_driver_root(self) -> str:
+        """Where this process reads the driver (NVML, its files): the node's driver root as mounted in the
+        plugin's container (--container-driver-root), else the node's own (--nvidia-driver-root)."""
+        return self.container_driver_root or self.nvidia_driver_root
 
     def uses(self, strategy: str) -> bool:
         return strategy in self.device_list_strategy
@@ -408,8 +415,8 @@ def check(config: Config) -> Config:
     if not config.device_list_strategy:
         raise ConfigError(f"no device list strategy (at least one of: {', '.join(DEVICE_LIST_STRATEGIES)})",
                           "--device-list-strategy")
-    for name in ("nvidia_driver_root", "device_plugin_dir"):
-        if not os.path.isabs(getattr(config, name)):
+    for name in ("nvidia_driver_root", "device_plugin_dir", "container_driver_root"):
+        if getattr(config, name) and not os.path.isabs(getattr(config, name)):
             raise ConfigError("must be an absolute path", BY_DEST[name].flag)
     _check_mps(config)
     return config

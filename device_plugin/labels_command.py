@@ -27,7 +27,7 @@ ONESHOT_ENV = "GFD_ONESHOT"
 
 
 def labels_of(config: Config, inventory=None) -> dict[str, str]:
-    facts = read_facts(config.nvidia_driver_root, config.gfd_machine_type_file, inventory)
+    facts = read_facts(config.local_driver_root, config.gfd_machine_type_file, inventory)
     return node_labels(facts, config.mig_strategy, None if config.gfd_no_timestamp else now(),
                        sharing_of(config.time_slicing))
 

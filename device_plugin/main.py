@@ -78,13 +78,13 @@ def configure_logging() -> None:
 def _inventory(config: Config):
     from cdi.nvml import load_inventory
 
-    return load_inventory(config.nvidia_driver_root)
+    return load_inventory(config.local_driver_root)
 
 
 def _topology(config: Config, inventory):
     from device_plugin.topology import nvml_topology
 
-    return nvml_topology(config.nvidia_driver_root, [g.index for g in inventory.gpus])
+    return nvml_topology(config.local_driver_root, [g.index for g in inventory.gpus])
 
 
 def _fail(text: str) -> int:
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from device_plugin.labels_command import remove_node_labels, write_node_labels
 
     sources = Sources(config=lambda: resolve(given), inventory=_inventory, topology=_topology,
-                      refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.nvidia_driver_root),
+                      refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.local_driver_root),
                       labels=write_node_labels)
     manager = PluginManager(sources, config)
     manager.install_signal_handlers()

@@ -77,7 +77,9 @@ def test_the_daemonset_as_nvidia_deploys_it():
     assert set(mounts.values()) <= set(volumes), "every mount names a volume"
     host_paths = {v["hostPath"]["path"]: name for name, v in volumes.items() if "hostPath" in v}
     assert mounts["/var/lib/kubelet/device-plugins"] == host_paths["/var/lib/kubelet/device-plugins"]
-    assert mounts["/driver-root"] == host_paths["/"]
+    assert mounts["/driver-root"] == host_paths["/"] and mounts["/var/run/cdi"] == host_paths["/var/run/cdi"]
+    assert {m["mountPath"] for m in container()["volumeMounts"] if m.get("readOnly")} == {
+        "/driver-root", "/etc/nvidia-device-plugin"}   # the spec's folder and the sockets' are written
     assert volumes[mounts["/etc/nvidia-device-plugin"]]["configMap"]["name"] == one("ConfigMap")["metadata"]["name"]
     assert daemonset["metadata"]["namespace"] == one("ConfigMap")["metadata"]["namespace"]
 
@@ -97,10 +99,45 @@ def test_the_container_command_is_the_programs_real_flags_and_its_config_loads(t
     local = tmp_path / config_path.name
     local.write_text(data[config_path.name])
     config = resolve({**given, "config_file": str(local)}, environ={})
-    assert (config.mig_strategy, config.fail_on_init_error, config.device_list_strategy) == ("none", False, ["envvar"])
-    assert (config.nvidia_driver_root, config.dev_root) == ("/driver-root", "/")
+    assert (config.mig_strategy, config.fail_on_init_error, config.device_list_strategy) == ("none", False, ["cdi-cri"])
+    # the node's / is read at /driver-root (the DaemonSet's mount); passDeviceSpecs and the spec name the node's paths
+    assert (config.nvidia_driver_root, config.container_driver_root, config.local_driver_root, config.device_root) \
+        == ("/", "/driver-root", "/driver-root", "/")
+    # the spec goes to the node's CDI folder (the DaemonSet's mount of it), its hook is the packages'
+    assert config.cdi_root == "/var/run/cdi" and config.cdi_root in {m["mountPath"] for m in container()["volumeMounts"]}
+    from libcontainer_c import install_launchers
+
+    assert config.nvidia_ctk_path == "/usr/bin/nvidia-cdi-hook" and "nvidia-cdi-hook" in install_launchers.PROGRAMS
     # the labels go to the folder mounted from the node's NFD features.d
     assert Path(config.gfd_output_file).parent.as_posix() in {m["mountPath"] for m in container()["volumeMounts"]}
+
+
+def test_the_daemonsets_config_writes_a_spec_of_the_nodes_paths(tmp_path):
+    """The ConfigMap's config and the container's command, run against a simulated host standing for the
+    node's / mounted at /driver-root: the spec written into the CDI folder names the node's paths (which
+    containerd opens on the node) and every device the plugin hands out under cdi-cri."""
+    from cdi.spec import Spec, parse_spec_text
+    from device_plugin.allocate import cdi_name
+    from device_plugin.cdi_spec import refresh_spec
+    from device_plugin.resources import build_resources
+    from tests.support.simulated_host import create_in_process, inventory_from_marker
+
+    node = tmp_path / "node"
+    create_in_process(node, gpus=2, mig_options=())
+    (tmp_path / "config.yaml").write_text(one("ConfigMap")["data"]["config.yaml"])
+    args = [a for a in container()["command"][1:] if not a.startswith(("--config-file", "--container-driver-root",
+                                                                       "--cdi-root"))]
+    _, given = parse_args([*args, f"--config-file={tmp_path / 'config.yaml'}", f"--container-driver-root={node}",
+                           f"--cdi-root={tmp_path / 'cdi'}"])
+    config = resolve(given, environ={})
+    inventory = inventory_from_marker(node)
+    resources = build_resources(inventory, config.mig_strategy)
+    path = refresh_spec(config, inventory, resources)
+    spec = Spec.from_dict(parse_spec_text(Path(path).read_text(), path))
+    text = Path(path).read_text()
+    assert str(node) not in text and "hostPath: /dev/nvidia0" in text and "path: /usr/bin/nvidia-cdi-hook" in text
+    names = {f"{spec.kind}={d.name}" for d in spec.devices}
+    assert {cdi_name(d.device_id(config.device_id_strategy)) for r in resources for d in r.devices} <= names
 
 
 def test_the_dockerfile_installs_the_wheel_and_runs_the_program():
