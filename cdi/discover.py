@@ -81,9 +81,12 @@ NAME_STRATEGIES = ("index", "uuid", "type-index")
 ALL_DEVICE = "all"
 
 # Mount options per kind of driver file. Libraries and binaries must stay executable (never
-# noexec); nothing from the driver is setuid or a device.
-READ_ONLY_BIND = ("ro", "nosuid", "nodev", "bind")
-WRITABLE_BIND = ("nosuid", "nodev", "noexec", "bind")
+# noexec); nothing from the driver is setuid or a device. rprivate, as NVIDIA's specs: nothing
+# mounted on or below them propagates back to the host, whatever the container's root propagation.
+# bind, not NVIDIA's rbind: a driver file or folder has no submounts to carry, and whatever the host
+# mounts below a driver folder (the MPS directory) stays out of containers.
+READ_ONLY_BIND = ("ro", "nosuid", "nodev", "bind", "rprivate")
+WRITABLE_BIND = ("nosuid", "nodev", "noexec", "bind", "rprivate")
 MOUNT_OPTIONS = {LIBRARY: READ_ONLY_BIND, LIBRARY32: READ_ONLY_BIND, BINARY: READ_ONLY_BIND,
                  FIRMWARE: READ_ONLY_BIND, IPC_SOCKET: WRITABLE_BIND, MPS_DIR: WRITABLE_BIND}
 

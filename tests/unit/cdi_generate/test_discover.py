@@ -72,8 +72,8 @@ def test_driver_files_are_mounted_read_only_and_never_noexec(sim_host, sim_inven
     by_path = {m.container_path: m for m in common.mounts}
     lib = by_path[f"{LIBDIR}/libcuda.so.{VERSION}"]
     assert lib.host_path == f"{sim_host}{LIBDIR}/libcuda.so.{VERSION}"
-    assert lib.options == ["ro", "nosuid", "nodev", "bind"]
-    assert by_path["/usr/bin/nvidia-smi"].options == ["ro", "nosuid", "nodev", "bind"]
+    assert lib.options == ["ro", "nosuid", "nodev", "bind", "rprivate"]
+    assert by_path["/usr/bin/nvidia-smi"].options == ["ro", "nosuid", "nodev", "bind", "rprivate"]
     assert "/var/run/nvidia-persistenced/socket" in by_path
     assert any(p.startswith(f"/lib/firmware/nvidia/{VERSION}/gsp") for p in by_path)
     for mount in common.mounts:
@@ -270,3 +270,22 @@ def test_sysfs_bus_id():
     assert sysfs_bus_id("0000:07:00.0") == "0000:07:00.0"
     with pytest.raises(DiscoveryError):
         sysfs_bus_id("../../x")
+
+
+def test_modeset_is_in_the_spec_for_every_container_and_per_container_only_with_display(sim_host, sim_inventory):
+    """Issue 27.4: cdi mode's spec holds /dev/nvidia-modeset for every GPU container (one spec for all of
+    them, as NVIDIA's); edits built for one container (jit-cdi, legacy, the hook) only with display. The
+    difference is README's to explain."""
+    from pathlib import Path
+
+    from cdi.generate import generate_spec
+
+    spec = generate_spec(sim_host, sim_inventory, hook_path="/usr/bin/nvidia-cdi-hook")
+    assert "/dev/nvidia-modeset" in [n.path for n in spec.container_edits.device_nodes]
+    for caps, has in ((("compute", "utility"), False), (("compute", "utility", "display"), True)):
+        common = builder(sim_host, sim_inventory, caps).common_edits()
+        assert ("/dev/nvidia-modeset" in [n.path for n in common.device_nodes]) is has
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    differences = readme[readme.index("## Differences from NVIDIA's tools"):readme.index("## Security model")]
+    assert "`/dev/nvidia-modeset` is in every GPU container of `cdi` mode" in differences
+    assert "`/var/run/nvidia-persistenced/socket`" in differences and "`bind,rprivate`" in differences

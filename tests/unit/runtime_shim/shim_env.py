@@ -151,7 +151,7 @@ def make_cdi_shim_env(root: Path, bindir: Path) -> ShimEnv:
     common = ContainerEdits(env=["NVIDIA_VISIBLE_DEVICES=void"],
                             device_nodes=[DeviceNode(path="/dev/nvidiactl", host_path=null)],
                             mounts=[Mount(host_path=str(host_file), container_path="/usr/lib/libfake.so",
-                                          options=["ro", "nosuid", "nodev", "bind"])])
+                                          options=["ro", "nosuid", "nodev", "bind", "rprivate"])])
     devices = [Device(name=n, container_edits=ContainerEdits(device_nodes=[DeviceNode(path=f"/dev/nvidia{m}",
                                                                                       host_path=zero)]))
                for n, m in (("0", 0), ("1", 1), ("GPU-abc", 1))]

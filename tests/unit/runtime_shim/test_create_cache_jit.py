@@ -195,7 +195,7 @@ def test_the_mps_pipe_directory_of_the_environment_is_mounted_and_part_of_the_ke
     (own_shim.host / "srv" / "mps").mkdir(parents=True)
     spec = minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"])
     mps = {"destination": "/srv/mps", "source": str(own_shim.host / "srv" / "mps"),
-           "options": ["nosuid", "nodev", "noexec", "bind"]}
+           "options": ["nosuid", "nodev", "noexec", "bind", "rprivate"]}
     env = own_shim.env(CUDA_MPS_PIPE_DIRECTORY="/srv/mps")
     python_doc, launcher_doc = python_then_launcher(own_shim, tmp_path, spec, env=env)
     assert mps in python_doc["mounts"] and launcher_doc == python_doc

@@ -52,7 +52,7 @@ def test_cdi_mode_applies_the_spec_and_keeps_unknown_fields_and_mode(shim, tmp_p
     assert [d["path"] for d in new["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia1"]
     assert new["linux"]["devices"][1]["major"] == os.major(os.stat("/dev/zero").st_rdev)
     assert {"destination": "/usr/lib/libfake.so", "source": str(shim.root / "libfake.so"),
-            "options": ["ro", "nosuid", "nodev", "bind"]} in new["mounts"]
+            "options": ["ro", "nosuid", "nodev", "bind", "rprivate"]} in new["mounts"]
     assert "prestart" not in new["hooks"] and new["hooks"]["poststop"] == [{"path": "/bin/true"}]
     assert os.stat(bundle / "config.json").st_mode & 0o777 == 0o640
     assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
