@@ -3,8 +3,8 @@
 static pod asking for a GPU or a MIG device gets exactly the one the kubelet allocated (the container's
 nvidia-smi and /dev say so, and the kubelet's pod-resources API agrees), through containerd 1.7's own CDI
 (cdi-cri, the spec the plugin wrote under --cdi-root) and through our runtime shim on containerd 1.6
-(cdi-annotations, envvar, volume-mounts); a restarted kubelet gets the plugin back, a restarted containerd
-changes nothing; with a control plane the scheduler sees the plugin's counts, and an XID (`nvidia-ctk simulate
+(cdi-annotations, envvar, volume-mounts); under mig-strategy none a GPU in MIG mode is one whole
+nvidia.com/gpu; a restarted kubelet gets the plugin back, a restarted containerd changes nothing; with a control plane the scheduler sees the plugin's counts, and an XID (`nvidia-ctk simulate
 xid`) takes a GPU out of the node's allocatable until `simulate reset` brings it back."""
 from __future__ import annotations
 
@@ -200,6 +200,34 @@ def test_single_offers_mig_devices_as_gpus(kube_node, tmp_path_factory, tmp_path
         smi = [line for line in _probe(node, "two") if line.startswith("smi ") and "MIG-" in line]
         given = _given(node, "two", "nvidia.com/gpu")
         assert len(given) == 2 and sorted(u for u in migs if any(u in line for line in smi)) == sorted(given), smi
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log
+
+
+def test_none_offers_a_gpu_in_mig_mode_whole(kube_node, tmp_path_factory, tmp_path):
+    """mig-strategy none (the default) on a host whose one GPU is in MIG mode with two 1g.5gb MIG devices: as
+    NVIDIA's plugin, the GPU is one whole nvidia.com/gpu and no MIG device is a resource; a pod asking for it
+    gets the GPU (its device node, the UUID the kubelet names) through containerd's CDI, and no MIG device:
+    the spec's device for a whole GPU holds no MIG capability nodes, so the MIG devices are not reachable."""
+    root = tmp_path_factory.mktemp("dp-e2e-none") / "host"
+    create_in_process(root, gpus=1, mig_options=("0=1g.5gb,1g.5gb",))
+    [gpu] = inventory_from_marker(root).gpus
+    assert gpu.mig_enabled and len(gpu.mig_devices) == 2
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True)
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--mig-strategy", "none", "--device-list-strategy",
+                           "cdi-cri", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")
+    try:
+        assert node.wait_allocatable("nvidia.com/gpu", 1) == [gpu.uuid]
+        assert {r for r in node.allocatable_devices() if r.startswith("nvidia.com/")} == {"nvidia.com/gpu"}
+        node.add_static_pod(_gpu_pod("whole", "nvidia.com/gpu"))
+        node.wait_static_pod_running("whole")
+        lines = _probe(node, "whole")
+        assert _given(node, "whole", "nvidia.com/gpu") == [gpu.uuid]
+        smi = [line for line in lines if line.startswith("smi ")]
+        # the GPU alone: nvidia-smi lists no MIG device of it (the container cannot reach their capabilities)
+        assert smi == [f"smi GPU 0: {gpu.name} (UUID: {gpu.uuid})"], lines
+        assert "dev /dev/nvidia0" in lines and not [line for line in lines if "nvidia-cap" in line], lines
     finally:
         log = plugin.stop()
     assert "Traceback" not in log, log
