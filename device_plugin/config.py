@@ -402,8 +402,9 @@ def _check_mps(config: Config) -> None:
         raise ConfigError("must be an absolute path", "--mps-root")
 
 
-def check(config: Config) -> Config:
-    """ConfigError for a value outside a setting's choices; the checked config."""
+def check(config: Config, serving: bool = True) -> Config:
+    """ConfigError for a value outside a setting's choices; the checked config. serving: the config is
+    for the plugin itself, so what sharing.mps needs is checked too (not for the node labels)."""
     for setting in SETTINGS:
         if not setting.choices:
             continue
@@ -418,13 +419,14 @@ def check(config: Config) -> Config:
     for name in ("nvidia_driver_root", "device_plugin_dir", "container_driver_root"):
         if getattr(config, name) and not os.path.isabs(getattr(config, name)):
             raise ConfigError("must be an absolute path", BY_DEST[name].flag)
-    _check_mps(config)
+    if serving:
+        _check_mps(config)
     return config
 
 
-def resolve(given: dict[str, object], environ: dict[str, str] | None = None) -> Config:
+def resolve(given: dict[str, object], environ: dict[str, str] | None = None, serving: bool = True) -> Config:
     """The config from the settings given on the command line (dest -> converted value), the
-    environment, the config file and the defaults, checked."""
+    environment, the config file and the defaults, checked (check's serving)."""
     environ = os.environ if environ is None else environ
     chosen: dict[str, object] = {}
     for setting in SETTINGS:
@@ -436,4 +438,4 @@ def resolve(given: dict[str, object], environ: dict[str, str] | None = None) -> 
     from_file = load_file(config_file) if config_file else {}
     values = {**{s.dest: s.default for s in SETTINGS}, **from_file, **chosen}
     values = {k: list(v) if isinstance(v, list) else v for k, v in values.items()}
-    return check(Config(**values))
+    return check(Config(**values), serving)

@@ -11,10 +11,11 @@ and each MIG device's attributes (nvmlDeviceGetAttributes_v2). The labels are GF
   spaces as '-', "unknown" when it cannot be read), the driver and CUDA versions
   (`nvidia.com/cuda.driver-version.{major,minor,revision,full}`, `nvidia.com/cuda.runtime-version.*`,
   and the deprecated `nvidia.com/cuda.driver.{major,minor,rev}`, `nvidia.com/cuda.runtime.{major,minor}`),
-  `nvidia.com/mig.capable`, `nvidia.com/mps.capable` (false: no MPS sharing here);
-- with time-slicing (sharing.timeSlicing, more than 1 replica) a resource's `replicas` is the configured
-  number, its `sharing-strategy` is `time-slicing` and its `product` ends in `-SHARED` unless the shared
-  resource is renamed (GFD's rule; keys keep the resource's own name);
+  `nvidia.com/mig.capable`, `nvidia.com/mps.capable` (true when sharing.mps is configured);
+- with time-slicing or MPS (sharing.timeSlicing or sharing.mps, more than 1 replica) a resource's
+  `replicas` is the configured number, its `sharing-strategy` is `time-slicing` or `mps` and its
+  `product` ends in `-SHARED` unless the shared resource is renamed (GFD's rule; keys keep the
+  resource's own name);
 - the GPUs as `nvidia.com/gpu.{product,count,replicas,sharing-strategy,memory,family,compute.major,
   compute.minor}`: per GPU model, counted with the GPUs in MIG mode (GFD counts them too). A model whose
   every GPU is in MIG mode gets replicas 0, as GFD's labeler without sharing gives; with several models,
@@ -92,25 +93,27 @@ def product_name(*parts: str) -> str:
     return "-".join(kept)
 
 
-# resource name (before any rename) -> (replicas, renamed): the time-sliced resources of the config
-Sharing = dict[str, tuple[int, bool]]
+# resource name (before any rename) -> (replicas, renamed, strategy): the shared resources of the config
+Sharing = dict[str, tuple[int, bool, str]]
 
 
-def sharing_of(time_slicing) -> Sharing:
-    """The time-sliced resources of a config's sharing.timeSlicing (None: no sharing)."""
-    if time_slicing is None:
+def sharing_of(sharing) -> Sharing:
+    """The shared resources of a config's sharing in force (Config.sharing: sharing.mps or
+    sharing.timeSlicing; None: no sharing)."""
+    if sharing is None:
         return {}
-    return {r.name: (r.replicas, bool(r.rename)) for r in time_slicing.resources}
+    return {r.name: (r.replicas, bool(r.rename), sharing.strategy) for r in sharing.resources}
 
 
 def _resource(resource: str, count: int, product: str, replicas: int, sharing: Sharing | None = None
               ) -> dict[str, str]:
-    """GFD's base labels of a resource; with time-slicing (more than 1 replica) replicas says how many,
-    sharing-strategy `time-slicing`, and the product gets `-SHARED` unless the shared resource is renamed."""
+    """GFD's base labels of a resource; shared (more than 1 replica) replicas says how many,
+    sharing-strategy `time-slicing` or `mps`, and the product gets `-SHARED` unless the shared resource is
+    renamed."""
     strategy = "none"
-    shared_replicas, renamed = (sharing or {}).get(resource, (1, False))
+    shared_replicas, renamed, shared_by = (sharing or {}).get(resource, (1, False, "none"))
     if replicas and shared_replicas > 1:
-        replicas, strategy = shared_replicas, "time-slicing"
+        replicas, strategy = shared_replicas, shared_by
         product = product if renamed else f"{product}-SHARED"
     return {f"{resource}.product": product, f"{resource}.count": str(count), f"{resource}.replicas": str(replicas),
             f"{resource}.sharing-strategy": strategy}
@@ -189,7 +192,7 @@ def _version_labels(driver_version: str, cuda_version: str) -> dict[str, str]:
 def node_labels(facts: NodeFacts, mig_strategy: str, timestamp: int | None = None,
                 sharing: Sharing | None = None) -> dict[str, str]:
     """The labels GFD writes for facts under mig_strategy (none, single, mixed); timestamp: the
-    nvidia.com/gfd.timestamp value, None to leave it out; sharing: the time-sliced resources
+    nvidia.com/gfd.timestamp value, None to leave it out; sharing: the shared resources
     (sharing_of). A node without GPUs gets the timestamp only."""
     sharing = sharing or {}
     labels = {} if timestamp is None else {"nvidia.com/gfd.timestamp": str(timestamp)}
@@ -198,7 +201,7 @@ def node_labels(facts: NodeFacts, mig_strategy: str, timestamp: int | None = Non
     labels["nvidia.com/gpu.machine"] = facts.machine.replace(" ", "-")
     labels.update(_version_labels(facts.driver_version, facts.cuda_version))
     labels["nvidia.com/mig.capable"] = "true" if any(g.mig_capable for g in facts.gpus) else "false"
-    labels["nvidia.com/mps.capable"] = "false"
+    labels["nvidia.com/mps.capable"] = "true" if any(s[2] == "mps" for s in sharing.values()) else "false"
     labels.update(_full_gpu_labels(facts.gpus, sharing))
     if mig_strategy != "none":
         labels["nvidia.com/mig.strategy"] = mig_strategy

@@ -29,7 +29,7 @@ ONESHOT_ENV = "GFD_ONESHOT"
 def labels_of(config: Config, inventory=None) -> dict[str, str]:
     facts = read_facts(config.local_driver_root, config.gfd_machine_type_file, inventory)
     return node_labels(facts, config.mig_strategy, None if config.gfd_no_timestamp else now(),
-                       sharing_of(config.time_slicing))
+                       sharing_of(config.sharing))
 
 
 def write_node_labels(config: Config, inventory=None) -> None:
@@ -112,7 +112,7 @@ def _settings(argv: list[str], environ) -> tuple[dict[str, object], bool, float]
 
 
 def _config(given: dict[str, object]) -> Config:
-    config = resolve(given)
+    config = resolve(given, serving=False)   # labels only: what serving MPS needs is the plugin's
     if not config.gfd_output_file:
         config.gfd_output_file = DEFAULT_OUTPUT_FILE
     return config

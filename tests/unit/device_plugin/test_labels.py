@@ -169,6 +169,25 @@ def test_time_slicing_labels_say_the_replicas_and_the_strategy(sim_hosts, tmp_pa
         "nvidia.com/mig-1g.5gb.replicas": "2", "nvidia.com/mig-1g.5gb.sharing-strategy": "time-slicing"}
 
 
+def test_mps_labels_say_the_replicas_the_strategy_and_mps_capable(sim_hosts, tmp_path):
+    """sharing.mps as GFD labels it: replicas, sharing-strategy mps, -SHARED, mps.capable true; the labels
+    command takes the file without the plugin's CDI flags (it serves nothing)."""
+    root, _ = sim_hosts["plain"]
+    out = tmp_path / "gfd"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"version: v1\nflags:\n  gfd:\n    outputFile: {out}\n    noTimestamp: true\n"
+                      "sharing:\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n")
+    done = subprocess.run([str(PROGRAM), "labels", "--oneshot", "--config-file", str(config),
+                           "--nvidia-driver-root", str(root)], capture_output=True, text=True, timeout=120,
+                          env=CLEAN_ENV)
+    assert done.returncode == 0, done.stderr
+    labels = read_labels(out)
+    assert {k: labels[k] for k in ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas",
+                                   "nvidia.com/gpu.sharing-strategy", "nvidia.com/mps.capable")} == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED", "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.replicas": "2", "nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/mps.capable": "true"}
+
+
 def test_the_long_running_labeller_removes_its_file_at_sigterm(sim_hosts, tmp_path):
     root, _ = sim_hosts["plain"]
     out = tmp_path / "gfd"
