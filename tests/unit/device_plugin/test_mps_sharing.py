@@ -27,7 +27,7 @@ from tests.unit.device_plugin.conftest import channel_to
 
 PROGRAM = Path(sys.executable).parent / "nvidia-device-plugin"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("gcc") is None,
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("gcc") is None,
                                 reason="a simulated host and mounts need root and gcc")
 
 
@@ -92,6 +92,7 @@ def ns():
         yield pid
 
 
+@needs_root
 def test_a_daemon_per_gpu_shares_listed_and_allocated_through_cdi(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
     root, inventory = sim_hosts["plain"]
     plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path))
@@ -141,6 +142,7 @@ def test_a_daemon_per_gpu_shares_listed_and_allocated_through_cdi(tmp_path, plug
     assert after == {} and not (plugin.cdi_root / "nvidia-mps.yaml").exists(), log
 
 
+@needs_root
 def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
     root, inventory = sim_hosts["plain"]
     plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path))
@@ -181,6 +183,7 @@ def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path,
     assert "Traceback" not in log, log
 
 
+@needs_root
 def test_mps_of_mig_devices_is_refused_as_nvidias_plugin_refuses_it(tmp_path, plugin_dir, sim_hosts, ns):
     root, _ = sim_hosts["mig-all-same"]
     plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path), "--mig-strategy", "single")
@@ -189,3 +192,52 @@ def test_mps_of_mig_devices_is_refused_as_nvidias_plugin_refuses_it(tmp_path, pl
     assert plugin.process.returncode == 1
     assert log.strip().splitlines()[-1].startswith(
         "nvidia-device-plugin: error: sharing using MPS is not supported for MIG devices (sharing.mps nvidia.com/gpu)")
+
+
+@needs_root
+def test_a_restart_of_the_plugins_keeps_a_daemon_and_new_replicas_restart_it(tmp_path, plugin_dir, kubelet, sim_hosts,
+                                                                              ns):
+    """SIGHUP (the plugins start over) keeps each daemon that answers with the replicas asked; a config
+    file now asking for 4 replicas gets daemons at 25%."""
+    root, inventory = sim_hosts["plain"]
+    config = _mps_config(tmp_path)
+    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, config)
+    try:
+        kubelet.wait_for(1)
+        first = _wait("the daemons", lambda: (s := plugin.status()) and len(s) == 2 and s)
+        plugin.process.send_signal(signal.SIGHUP)
+        kubelet.wait_for(2)                                  # registered again
+        kept = plugin.status()
+        _mps_config(tmp_path, replicas=4)                    # the plugin reloads a changed config file
+        kubelet.wait_for(3)
+        def four_shares():
+            rows = plugin.status()
+            return len(rows) == 2 and all(r["replicas"] == 4 and r["running"] for r in rows.values()) and rows
+        changed = _wait("daemons of 4 shares", four_shares)
+    finally:
+        log = plugin.stop()
+    assert {u: r["pid"] for u, r in kept.items()} == {u: r["pid"] for u, r in first.items()}, log
+    for uuid, row in changed.items():
+        assert row["running"] and row["pid"] != first[uuid]["pid"] and row["daemon_active_thread_percentage"] == 25.0
+    assert "Traceback" not in log, log
+
+
+def test_two_shares_of_a_gpu_in_one_container_name_the_gpu_and_one_share(tmp_path, sim_hosts):
+    """failRequestsGreaterThanOne false: a container may take two shares of one GPU and gets the GPU and
+    the first share's edits once (every share of a GPU has the same edits)."""
+    from device_plugin.allocate import allocate
+    from device_plugin.config import resolve
+    from device_plugin.replicas import replicate
+    from device_plugin.resources import build_resources
+
+    inventory = sim_hosts["plain"][1]
+    config = resolve({"config_file": _mps_config(tmp_path, extra="    failRequestsGreaterThanOne: false\n"),
+                      "device_list_strategy": ["cdi-annotations", "cdi-cri"], "cdi_root": str(tmp_path / "cdi"),
+                      "device_id_strategy": "index"}, {})
+    [resource] = replicate(build_resources(inventory, "none"), config.sharing)
+    gpu = inventory.gpus[1].uuid
+    request = pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=[f"{gpu}::1", f"{gpu}::0"])])
+    [answer] = allocate(config, resource, request).container_responses
+    assert [d.name for d in answer.cdi_devices] == ["nvidia.com/gpu=1", "nvidia.com/gpu=1::1"]
+    assert list(answer.annotations.values()) == ["nvidia.com/gpu=1,nvidia.com/gpu=1::1"]
