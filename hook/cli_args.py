@@ -18,10 +18,15 @@ swallow `configure` as the value, so the global part of argv is normalised first
 
 argparse is used with its exits turned into UsageError, so every mistake is the project's one line
 `nvidia-container-cli: error: <what> (<where>)` and never a usage dump or a traceback.
+
+`configure` runs at every container start of ctr (`ctr run --gpus`), LXC and Apptainer, and argparse
+with what it imports (re, enum, gettext) costs ~10-20 ms there. So a configure command line spelled
+the way those callers spell it (long options, values after "=", the rootfs last) is read by
+`fast_configure_args` without argparse, into the same namespace argparse would give; anything else
+(short options, a value as the next word, abbreviations, --help, a mistake) goes to argparse.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 from cdi.errors import what_where
@@ -43,11 +48,6 @@ class UsageError(Exception):
         super().__init__(what_where(what, where))
         self.what = what
         self.where = where
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would print usage and exit 2
-        raise UsageError(message)
 
 
 def _user(value: str) -> tuple[int, int]:
@@ -87,21 +87,33 @@ def _nonempty(option: str):
     return check
 
 
-class _Version(argparse.Action):
-    """--version: the toolkit's line (cdi.version, looked up only when asked), then the libnvidia-container
-    command line this one follows, in NVIDIA's own words."""
+def _argparse_classes():
+    """The parser class (exits turned into UsageError) and the --version action, made when argparse
+    is first needed (see the module docstring)."""
+    import argparse
 
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # argparse would print usage and exit 2
+            raise UsageError(message)
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        from cdi.version import NVIDIA_RELEASE, version_line
+    class Version(argparse.Action):
+        """--version: the toolkit's line (cdi.version, looked up only when asked), then the
+        libnvidia-container command line this one follows, in NVIDIA's own words."""
 
-        print(f"{version_line(PROG)}\ncli-version: {NVIDIA_RELEASE}")
-        parser.exit()
+        def __init__(self, option_strings, dest, **kwargs):
+            super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+        def __call__(self, parser, namespace, values, option_string=None):
+            from cdi.version import NVIDIA_RELEASE, version_line
+
+            print(f"{version_line(PROG)}\ncli-version: {NVIDIA_RELEASE}")
+            parser.exit()
+
+    return Parser, Version
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser():
+    _Parser, _Version = _argparse_classes()
     parser = _Parser(prog=PROG, description="Configure containers with NVIDIA GPU support.")
     parser.add_argument("-r", "--root", type=_path("--root"), metavar="PATH", help="driver root")
     parser.add_argument("-l", "--ldcache", type=_path("--ldcache"), metavar="PATH",
@@ -153,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_extras(parser: argparse.ArgumentParser) -> None:
+def _add_extras(parser) -> None:
     parser.add_argument("--mig-config", action="append", type=_nonempty("--mig-config"), default=[],
                         metavar="ID", help="GPUs whose MIG configuration the container may change")
     parser.add_argument("--mig-monitor", action="append", type=_nonempty("--mig-monitor"), default=[],
@@ -180,6 +192,71 @@ def normalize_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+# configure's options as fast_configure_args reads them: flags, and options whose values are listed
+_CONFIGURE_FLAGS = {f"--{name}": name.replace("-", "_") for name in (
+    *CAPABILITY_FLAGS, "no-cgroups", "no-devbind", "no-persistenced", "no-fabricmanager", "no-gsp-firmware")}
+_CONFIGURE_LISTS = {"--device": ("device", _nonempty("--device")), "--require": ("require", None),
+                    "--mig-config": ("mig_config", _nonempty("--mig-config")),
+                    "--mig-monitor": ("mig_monitor", _nonempty("--mig-monitor")),
+                    "--imex-channel": ("imex_channel", _nonempty("--imex-channel"))}
+_GLOBAL_VALUES = {"--root": "root", "--ldcache": "ldcache", "--debug": "debug"}
+
+
+class Namespace:
+    """What argparse.Namespace is to the commands: parsed options as attributes (compared by them)."""
+
+    def __init__(self, **kwargs) -> None:
+        self.__dict__.update(kwargs)
+
+    def __eq__(self, other) -> bool:
+        return vars(self) == vars(other)
+
+
+def fast_configure_args(argv: list[str]) -> Namespace | None:
+    """The namespace argparse would give for a plain `configure` command line (see the module
+    docstring), or None when argv is spelled any other way (argparse then reads it). Values are
+    checked by the same functions argparse calls, so a bad value is the same UsageError."""
+    args = Namespace(root=None, ldcache=None, user=None, debug=None, load_kmods=False, command="configure",
+                     pid=None, ldconfig=None, **{dest: False for dest in _CONFIGURE_FLAGS.values()},
+                     **{dest: [] for dest, _ in _CONFIGURE_LISTS.values()})
+    words = iter(argv)
+    for word in words:                          # the global options, up to the command
+        name, eq, value = word.partition("=")
+        if word == "configure":
+            break
+        if word in ("--load-kmods", "-k"):
+            args.load_kmods = True
+        elif word in ("--user", "-u") or name == "--user" and eq:
+            args.user = _user(value)
+        elif name in _GLOBAL_VALUES and eq:
+            setattr(args, _GLOBAL_VALUES[name], _path(name)(value))
+        else:
+            return None
+    else:
+        return None
+    rest = list(words)
+    if not rest or rest[-1].startswith("-"):
+        return None
+    for word in rest[:-1]:
+        name, eq, value = word.partition("=")
+        if word in _CONFIGURE_FLAGS:
+            setattr(args, _CONFIGURE_FLAGS[word], True)
+        elif name in _CONFIGURE_LISTS and eq:
+            dest, check = _CONFIGURE_LISTS[name]
+            getattr(args, dest).append(check(value) if check else value)
+        elif name == "--pid" and eq:
+            args.pid = _pid(value)
+        elif name == "--ldconfig" and eq:
+            args.ldconfig = _path("--ldconfig")(value)
+        else:
+            return None
+    args.rootfs = _path("ROOTFS")(rest[-1])
+    return args
+
+
+def parse_args(argv: list[str]):
     """The parsed command line; raises UsageError. `user` is None (no --user) or (uid, gid)."""
+    fast = fast_configure_args(argv)
+    if fast is not None:
+        return fast
     return build_parser().parse_args(normalize_argv(argv))

@@ -26,15 +26,15 @@ this module only translates flags and filters what the flags exclude:
 """
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import sys
 
 from cdi.errors import message_line, what_where
+from cdi.log import get_logger
 from hook.cli_args import PROG
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PERSISTENCED_SOCKETS = ("/var/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket")
 FABRICMANAGER_SOCKETS = ("/var/run/nvidia-fabricmanager/socket", "/run/nvidia-fabricmanager/socket")
@@ -137,6 +137,7 @@ def in_user_namespace() -> bool:
 
 
 def configure(args, config, driver_root) -> None:
+    from cdi.config import kept_config_dir
     from cdi.nvml import load_inventory
     from hook.inject import Target, inject, plan_injection
 
@@ -157,9 +158,11 @@ def configure(args, config, driver_root) -> None:
     imex_channels, imex_all = imex_from_flags(args.imex_channel)
     ld_cache = args.ldcache or config.nvidia_container_cli.ldcache or None
     ldconfig = host_ldconfig(args, config)
+    # the driver files found are kept beside the parsed config, as the prestart hook keeps them
+    # (cdi.driver_files_cache: used while every path looked at answers an lstat the same)
     plan = plan_injection(driver_root, inventory, selection, capabilities_of(args),
                           mig_config=mig_config, mig_monitor=mig_monitor, imex_channels=imex_channels,
-                          imex_all=imex_all, ldconfig=ldconfig, ld_cache=ld_cache)
+                          imex_all=imex_all, ldconfig=ldconfig, ld_cache=ld_cache, cache_dir=kept_config_dir())
     drop_excluded_files(plan, args)
     target = Target(rootfs, args.pid, cgroups=cgroups, bind_devices=not args.no_devbind)
     injected = inject(plan, target, warn=_warn)

@@ -121,3 +121,81 @@ def test_version_and_help_exit_0():
     assert done.returncode == 0 and done.stdout.startswith("nvidia-container-cli ")
     done = subprocess.run([sys.executable, "-m", "hook.cli", "configure", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--no-gsp-firmware" in done.stdout and "ROOTFS" in done.stdout
+
+
+# configure command lines as ctr, LXC's hooks/nvidia and Apptainer spell them, and others
+FAST = [
+    ["--load-kmods", "configure", "--device=0", "--compute", "--compat32", "--graphics", "--utility", "--video",
+     "--display", "--pid=4242", "/run/c/rootfs"],
+    ["--user", "configure", "--no-cgroups", "--ldconfig=@/sbin/ldconfig", "--device=0", "--compute", "--utility",
+     "/usr/lib/x86_64-linux-gnu/lxc/rootfs"],
+    ["--root=/drv", "--ldcache=/etc/ld.so.cache.x", "--user=1000:1001", "--debug=/tmp/log", "-k", "configure",
+     "--pid=7", "--device=0,1", "--device=GPU-abc", "--require=cuda>=12.0", "--require=brand=Tesla",
+     "--ldconfig=@/sbin/ldconfig.real", "--compute", "--utility", "--video", "--graphics", "--display", "--ngx",
+     "--compat32", "--mig-config=0", "--mig-monitor=1", "--imex-channel=3", "--no-cgroups", "--no-devbind",
+     "--no-persistenced", "--no-fabricmanager", "--no-gsp-firmware", "/rootfs"],
+    ["-u", "configure", "--device=all", "/r"],
+    ["--user=", "configure", "--pid=1", "--pid=2", "/r"],
+    ["configure", "/r"],
+]
+ARGPARSE_ONLY = [
+    ["configure", "-c", "/r"], ["configure", "--device", "0", "/r"], ["configure", "--dev=0", "/r"],
+    ["--root", "/drv", "configure", "/r"], ["configure", "/r", "--compute"], ["configure", "--", "/r"],
+    ["configure", "/a", "/b"], ["configure"], ["info"], ["list", "--libraries"], ["configure", "--help"],
+    ["--version"], ["configure", "--compute=1", "/r"], ["--load-kmods=1", "configure", "/r"], [],
+    ["configure", "-/r"],
+]
+
+
+@pytest.mark.parametrize("argv", FAST)
+def test_a_plain_configure_line_is_read_without_argparse_as_argparse_reads_it(argv):
+    from hook.cli_args import build_parser, fast_configure_args
+
+    fast = fast_configure_args(argv)
+    assert fast is not None
+    assert vars(fast) == vars(build_parser().parse_args(normalize_argv(argv)))
+    assert vars(parse_args(argv)) == vars(fast)
+
+
+@pytest.mark.parametrize("argv", ARGPARSE_ONLY)
+def test_any_other_spelling_goes_to_argparse(argv):
+    from hook.cli_args import fast_configure_args
+
+    assert fast_configure_args(argv) is None
+
+
+@pytest.mark.parametrize("argv, where", [(["configure", "--pid=x", "/r"], "--pid"),
+                                         (["configure", "--device=", "/r"], "--device"),
+                                         (["--user=a", "configure", "/r"], "--user"),
+                                         (["--root=", "configure", "/r"], "--root")])
+def test_a_bad_value_is_the_same_error_on_both_paths(argv, where):
+    from hook.cli_args import build_parser
+
+    with pytest.raises(UsageError) as fast:
+        parse_args(argv)
+    with pytest.raises(UsageError) as slow:
+        build_parser().parse_args(normalize_argv(argv))
+    assert (fast.value.what, fast.value.where) == (slow.value.what, slow.value.where)
+    assert fast.value.where == where
+
+
+def test_ctr_and_lxc_lines_do_not_import_argparse():
+    code = ("import sys; from hook.cli_args import parse_args; "
+            "parse_args(['--load-kmods', 'configure', '--device=0', '--compute', '--pid=1', '/r']); "
+            "parse_args(['--user', 'configure', '--no-cgroups', '--device=0', '/r']); "
+            "print('argparse' in sys.modules)")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "False\n"
+
+
+def test_without_debug_logging_is_imported_only_when_a_message_reaches_it():
+    # configure runs at every container start of ctr and LXC: a quiet run never imports logging, and an
+    # error logged on the way is still one line on stderr
+    code = ("import sys; from hook.cli import setup_debug_log; from cdi.log import get_logger; "
+            "setup_debug_log(None); log = get_logger('x'); log.debug('not shown'); "
+            "print('logging' in sys.modules); log.error('bad\\nthing'); print('logging' in sys.modules)")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "False\nTrue\n"
+    assert done.stderr == "nvidia-container-cli: ERROR: bad\\nthing\n"
