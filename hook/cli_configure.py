@@ -75,6 +75,8 @@ def select_from_flags(args, inventory):
 
 def extra_ids(values: list[str], option: str, inventory) -> tuple[str, ...]:
     """--mig-config / --mig-monitor ids, checked here so an error names the flag."""
+    if not values:
+        return ()   # the usual case: hook.cli_info (and the re it compiles patterns with) is not imported
     from cdi.request import parse_device_ids
     from hook.cli_info import resolve_ids
 
