@@ -433,15 +433,25 @@ class _Watchdog:
         self.finished.release()
 
 
+class _Unwatched:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        pass
+
+
 class in_process:
     """`with in_process(driver_root) as nvml:` NVML loaded and initialised in this process (once per
     process; cdi.nvml_binding.NvmlLibrary), the block bounded by NVIDIA_CTK_NVML_TIMEOUT (_Watchdog). For
     long-running readers of what gct-nvml-inventory does not print (topology, events, MIG attributes):
-    a hang inside dlopen itself is not bounded here."""
+    a hang inside dlopen itself is not bounded here. bounded=False: no watchdog, for a block run in a
+    thread of its own whose hang the caller notices itself and must not end the program (the device
+    plugin's health events)."""
 
-    def __init__(self, driver_root: DriverRoot | str):
+    def __init__(self, driver_root: DriverRoot | str, bounded: bool = True):
         self.root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
-        self.watchdog = _Watchdog(nvml_timeout(), f"driver root {self.root.path}")
+        self.watchdog = _Watchdog(nvml_timeout(), f"driver root {self.root.path}") if bounded else _Unwatched()
 
     def __enter__(self):
         self.watchdog.__enter__()

@@ -124,6 +124,23 @@ class HealthWatcher:
         self.mig_of = mig_of
         self.lost = set() if lost is None else lost
         self._stop = threading.Event()
+        self.busy_since: float | None = None   # monotonic time a driver call began, while one is running
+
+    def stalled(self, seconds: float) -> bool:
+        """A driver call (an event wait, a GPU asked) has not returned for seconds: the driver hangs."""
+        import time
+
+        since = self.busy_since
+        return since is not None and time.monotonic() - since > seconds
+
+    def _driver_call(self, call, *args):
+        import time
+
+        self.busy_since = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.busy_since = None
 
     def handle(self, event: HealthEvent) -> bool:
         """Applies one event; True when a device's health changed."""
@@ -142,7 +159,7 @@ class HealthWatcher:
 
     def _answers(self, uuid: str) -> bool:
         answers = getattr(self.source, "answers", None)
-        return answers is None or answers(uuid)
+        return answers is None or self._driver_call(answers, uuid)
 
     def recover(self) -> None:
         """Marks Healthy the lost GPUs that answer again."""
@@ -155,7 +172,7 @@ class HealthWatcher:
         try:
             while not self._stop.is_set():
                 self.recover()
-                for event in self.source.wait(RECOVERY_POLL_SECONDS if self.lost else 1.0):
+                for event in self._driver_call(self.source.wait, RECOVERY_POLL_SECONDS if self.lost else 1.0):
                     self.handle(event)
         finally:
             close = getattr(self.source, "close", None)

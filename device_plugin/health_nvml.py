@@ -82,7 +82,9 @@ def nvml_event_source(driver_root: str) -> NvmlEventSource | None:
     from cdi.nvml import in_process
 
     try:
-        with in_process(driver_root) as nvml:
+        # unbounded here: this runs in the health thread, whose hang the manager reports (HealthWatcher.stalled)
+        # without ending the plugin, which serves on
+        with in_process(driver_root, bounded=False) as nvml:
             return NvmlEventSource(nvml)
     except Exception as e:   # health checks are worth having, never a reason to stop serving
         LOG.warning("health checks off: NVML gives no events (%s: %s)", type(e).__name__, e)

@@ -26,8 +26,8 @@ SLEEP_ENV = "GFD_SLEEP_INTERVAL"
 ONESHOT_ENV = "GFD_ONESHOT"
 
 
-def labels_of(config: Config, inventory=None) -> dict[str, str]:
-    facts = read_facts(config.local_driver_root, config.gfd_machine_type_file, inventory)
+def labels_of(config: Config, inventory=None, facts=None) -> dict[str, str]:
+    facts = facts or read_facts(config.local_driver_root, config.gfd_machine_type_file, inventory)
     return node_labels(facts, config.mig_strategy, None if config.gfd_no_timestamp else now(),
                        sharing_of(config.sharing))
 
@@ -40,8 +40,13 @@ def write_node_labels(config: Config, inventory=None) -> None:
     from cdi.errors import CdiError
     from cdi.log import get_logger
 
+    from device_plugin.nvml_child import read_in_child
+
     try:
-        write_labels(config.gfd_output_file, labels_of(config, inventory))
+        # NVML read in a child with a deadline (device_plugin.nvml_child): a driver that hangs or crashes
+        # there is this one error line, the plugin serves on
+        facts = read_in_child("label-facts", config.local_driver_root, config.gfd_machine_type_file, inventory)
+        write_labels(config.gfd_output_file, labels_of(config, inventory, facts))
     except CdiError as e:
         get_logger("nvidia-device-plugin").error("node labels not written: %s", e)
 

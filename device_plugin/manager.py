@@ -47,7 +47,8 @@ class Sources:
     """Where the plugin gets what it serves (tests give their own)."""
     config: Callable[[], Config]
     inventory: Callable[[Config], Inventory]
-    topology: Callable[[Config, Inventory], Topology]
+    # a Topology, or a function giving it (read meanwhile: device_plugin.topology.nvml_topology)
+    topology: Callable[[Config, Inventory], Topology | Callable[[], Topology]]
     refresh_spec: Callable[[Config, Inventory, list[Resource]], object] = field(default=lambda *args: None)
     # the driver's XID events (device_plugin.health); None: not available, no health checks
     events: Callable[[Config], EventSource | None] = field(default=lambda config: None)
@@ -76,6 +77,7 @@ class PluginManager:
         self._config_file: tuple | None = None
         self._watch: CreatedWatch | None = None
         self._health_watcher: HealthWatcher | None = None
+        self._health_stall_reported = False
 
     # -- one start
 
@@ -84,6 +86,12 @@ class PluginManager:
         cannot be read or offered."""
         try:
             inventory = self.sources.inventory(self.config)
+        except CdiError as e:
+            raise InitError(e.what, e.where) from None
+        except Exception as e:
+            raise InitError(str(e)) from None
+        topology = self.sources.topology(self.config, inventory)   # read while the rest is done
+        try:
             self.sources.labels(self.config, inventory)   # before the resources: a node they refuse is labelled
             self.resources = replicate(build_resources(inventory, self.config.mig_strategy), self.config.sharing)
             self.sources.refresh_spec(self.config, inventory, self.resources)
@@ -94,7 +102,7 @@ class PluginManager:
             raise InitError(str(e)) from None
         if not self.resources:
             LOG.warning("no GPUs to offer under mig-strategy=%s; waiting", self.config.mig_strategy)
-        topology = self.sources.topology(self.config, inventory)
+        topology = topology() if callable(topology) else topology
         self._watch_health(inventory)
         self.servers = [PluginServer(r, self.config, self.health, topology.pair_score) for r in self.resources]
         for server in self.servers:
@@ -114,18 +122,38 @@ class PluginManager:
         return registered
 
     def _watch_health(self, inventory: Inventory) -> None:
-        """Starts applying the driver's XID events to the devices' health, where there are events."""
+        """Starts applying the driver's XID events to the devices' health, in a thread of its own: the
+        event set is made there too, so a driver that hangs in it never holds up serving (the loop reports
+        it: _report_stalled_health)."""
         ignored = ignored_xids(dict(os.environ))
-        source = self.sources.events(self.config) if ignored is not None else None
-        if source is None:
-            LOG.info("health checks off: %s", "DP_DISABLE_HEALTHCHECKS" if ignored is None
-                     else "the driver gives no health events")
+        if ignored is None:
+            LOG.info("health checks off: DP_DISABLE_HEALTHCHECKS")
             return
         members = {g.uuid: [g.uuid, *(m.uuid for m in g.mig_devices)] for g in inventory.gpus}
         migs = {(g.uuid, m.gi, m.ci): m.uuid for g in inventory.gpus for m in g.mig_devices}
-        self._health_watcher = HealthWatcher(source, self.health, lambda uuid: members.get(uuid, []), ignored,
-                                             lambda uuid, gi, ci: migs.get((uuid, gi, ci)), self.lost_gpus)
-        threading.Thread(target=self._health_watcher.run, name="health", daemon=True).start()
+        watcher = HealthWatcher(None, self.health, lambda uuid: members.get(uuid, []), ignored,
+                                lambda uuid, gi, ci: migs.get((uuid, gi, ci)), self.lost_gpus)
+        self._health_watcher, self._health_stall_reported = watcher, False
+        threading.Thread(target=self._run_health, args=(watcher,), name="health", daemon=True).start()
+
+    def _run_health(self, watcher: HealthWatcher) -> None:
+        watcher.source = watcher._driver_call(self.sources.events, self.config)
+        if watcher.source is None:
+            LOG.info("health checks off: the driver gives no health events")
+            return
+        watcher.run()   # ends at once (closing the source) when the plugins stopped meanwhile
+
+    def _report_stalled_health(self) -> None:
+        """One error line when the driver has not answered the health thread in NVIDIA_CTK_NVML_TIMEOUT:
+        health checks are stalled, the plugins keep serving with the health the devices have."""
+        from cdi.nvml import NVML_TIMEOUT_ENV, nvml_timeout
+
+        watcher = self._health_watcher
+        if watcher is None or self._health_stall_reported or not watcher.stalled(nvml_timeout()):
+            return
+        self._health_stall_reported = True
+        LOG.error("health checks stalled: NVML did not answer in %g s (the driver hangs; %s sets the limit); "
+                  "serving on with the devices' last known health", nvml_timeout(), NVML_TIMEOUT_ENV)
 
     def stop_plugins(self) -> None:
         if self._health_watcher is not None:
@@ -196,6 +224,7 @@ class PluginManager:
                     retry_at = time.monotonic() + RETRY_SECONDS
                 starting = False
             self._stop.wait(POLL_SECONDS)
+            self._report_stalled_health()
             reason = self._changed()
             if reason is None and retry_at is not None and time.monotonic() >= retry_at:
                 reason = "retrying"

@@ -38,16 +38,30 @@ class Topology:
                     for a in range(gpus) for b in range(gpus) if a != b})
 
 
-def nvml_topology(driver_root: str, gpu_indices: list[int]) -> Topology:
-    """The links NVML reports between the GPUs; unknown (all 0) where it cannot say, or fails."""
-    from cdi.log import get_logger
-    from cdi.nvml_topology import read_links
-
+def nvml_topology(driver_root: str, gpu_indices: list[int]):
+    """A function giving the links NVML reports between the GPUs; unknown (all 0) where it cannot say, or
+    fails. NVML is read in a child process (device_plugin.nvml_child), started now: a driver that hangs
+    or crashes there is one warning line, not a hung or ended plugin; the caller collects the answer
+    when it needs it, meanwhile doing the rest of its start."""
     if len(gpu_indices) < 2:
-        return Topology()
+        return Topology
+    from device_plugin.nvml_child import ChildRead
+
     try:
-        return Topology(read_links(driver_root, gpu_indices))
-    except Exception as e:   # the topology only orders a preference: never a reason to stop serving
-        get_logger(__name__).warning("GPU topology unknown, preferring no GPUs over others: %s: %s",
-                                     type(e).__name__, e)
-        return Topology()
+        child = ChildRead("topology", driver_root, gpu_indices)
+    except OSError as e:
+        return lambda: _unknown(e)
+
+    def collect() -> Topology:
+        try:
+            return Topology(child.result())
+        except Exception as e:   # the topology only orders a preference: never a reason to stop serving
+            return _unknown(e)
+    return collect
+
+
+def _unknown(error: Exception) -> Topology:
+    from cdi.log import get_logger
+
+    get_logger("nvidia-device-plugin").warning("GPU topology unknown, preferring no GPUs over others: %s", error)
+    return Topology()

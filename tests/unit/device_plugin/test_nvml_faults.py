@@ -1,0 +1,145 @@
+"""A driver whose NVML library hangs or crashes never hangs nor silently kills the device plugin: at start
+(the inventory is read by gct-nvml-inventory in a child with a deadline) the plugin ends with one error
+line (failOnInitError true) or waits and retries (false), and SIGTERM still ends it; the topology and
+the node-label facts are read in a child of their own (device_plugin.nvml_child), whose hang or crash is
+one line; a health thread whose driver call never returns is reported in one line while the plugins
+serve on. The libraries are tests.support.hostile's (nvmlInit that never returns, a constructor that
+never ends, nvmlInit that crashes with SIGSEGV), on copies of a simulated host."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cdi.nvml import NvmlError
+from device_plugin.api import deviceplugin_v1beta1_pb2 as pb
+from device_plugin.config import resolve
+from device_plugin.manager import PluginManager, Sources
+from device_plugin.nvml_child import read_in_child
+from device_plugin.topology import Topology
+from tests.support.hostile import HOSTILE_NVML_SOURCES, hostile_nvml_host
+from tests.support.simulated_host import simulate_create
+from tests.unit.device_plugin.test_plugin_grpc import _first_list
+
+PROGRAM = Path(sys.executable).parent / "nvidia-device-plugin"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (Path(sys.executable).parent / "gct-nvml-inventory").exists(),
+                                reason="needs root (device nodes of the simulated host) and gct-nvml-inventory")
+EXPECTED = {"hang": "NVML did not answer in 1 s in nvmlInit_v2",
+            "load-hang": "NVML did not answer in 1 s while loading the library",
+            "init-crash": "the NVML library crashed (SIGSEGV) in nvmlInit_v2"}
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory) -> Path:
+    return simulate_create(tmp_path_factory.mktemp("dp-nvml-faults") / "host", gpus=2, mig=None)
+
+
+def _env(**extra) -> dict:
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NVIDIA_CTK_NVML_TIMEOUT": "1", **extra}
+
+
+@pytest.mark.parametrize("how", list(HOSTILE_NVML_SOURCES))
+def test_a_hostile_library_at_start_is_one_line(healthy, tmp_path, plugin_dir, how):
+    root = hostile_nvml_host(healthy, tmp_path / "host", how)
+    started = time.monotonic()
+    done = subprocess.run([str(PROGRAM), "--nvidia-driver-root", str(root), "--device-plugin-dir", str(plugin_dir)],
+                          capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 1 and time.monotonic() - started < 20, (done.returncode, done.stderr)
+    [line] = [line for line in done.stderr.splitlines() if "error" in line]
+    assert line.startswith("nvidia-device-plugin: error: ") and EXPECTED[how] in line, done.stderr
+    assert "Traceback" not in done.stderr and "failOnInitError is true" in line
+
+
+@pytest.mark.parametrize("how", ["hang", "init-crash"])
+def test_a_hostile_library_without_fail_on_init_error_waits_and_sigterm_ends_it(healthy, tmp_path, plugin_dir, how):
+    root = hostile_nvml_host(healthy, tmp_path / "host", how)
+    log = tmp_path / "plugin.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(PROGRAM), "--nvidia-driver-root", str(root), "--device-plugin-dir",
+                                    str(plugin_dir), "--fail-on-init-error=false"], stdout=out, stderr=out, env=_env())
+        try:
+            deadline = time.monotonic() + 30
+            while "retrying in 5 s" not in log.read_text() and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text()
+                time.sleep(0.2)
+            assert process.poll() is None and EXPECTED[how] in log.read_text(), log.read_text()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            status = process.wait(timeout=30)
+    assert status == 0 and "Traceback" not in log.read_text(), log.read_text()
+    assert not list(plugin_dir.glob("nvidia-*.sock"))   # nothing served, nothing left
+
+
+@pytest.mark.parametrize("how, message", [
+    ("hang", "NVML did not answer in 2 s while reading the GPU topology"),
+    ("load-hang", "NVML did not answer in 2 s while reading the GPU topology"),
+    ("init-crash", "the NVML library crashed (SIGSEGV) while reading the GPU topology")])
+def test_the_topology_child_bounds_a_hang_and_survives_a_crash(healthy, tmp_path, how, message):
+    root = hostile_nvml_host(healthy, tmp_path / "host", how)
+    started = time.monotonic()
+    with pytest.raises(NvmlError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        read_in_child("topology", str(root), [0, 1], timeout=2)
+    assert time.monotonic() - started < 15 and "\n" not in str(info.value)
+    # the healthy host's answer comes back whole
+    links = read_in_child("topology", str(healthy), [0, 1], timeout=30)
+    assert set(links) == {(0, 1), (1, 0)}
+
+
+class _StuckSource:
+    """An event source whose driver never answers a wait."""
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def wait(self, timeout):
+        self.release.wait()
+        return []
+
+
+@pytest.mark.parametrize("stuck_in", ["wait", "events"])
+def test_a_health_thread_stuck_in_the_driver_is_reported_and_serving_goes_on(plugin_dir, kubelet, sim_hosts,
+                                                                            monkeypatch, caplog, stuck_in):
+    monkeypatch.setenv("NVIDIA_CTK_NVML_TIMEOUT", "1")
+    source, release = _StuckSource(), threading.Event()
+
+    def events(config):
+        if stuck_in == "events":   # the event set itself never made (nvmlEventSetCreate hangs)
+            release.wait()
+        return source
+    config = resolve({"device_plugin_dir": str(plugin_dir)}, {})
+    manager = PluginManager(Sources(config=lambda: config, inventory=lambda c: sim_hosts["plain"][1],
+                                    topology=lambda c, i: Topology(), events=events), config)
+    thread = threading.Thread(target=manager.run)
+    caplog.set_level(logging.INFO, logger="nvidia-device-plugin")
+    thread.start()
+    try:
+        kubelet.wait_for(1)
+        deadline = time.monotonic() + 20
+        while not any("health checks stalled" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+            time.sleep(0.1)
+        from tests.unit.device_plugin.conftest import channel_to
+        from device_plugin.api import deviceplugin_v1beta1_pb2_grpc as pb_grpc
+
+        with channel_to(os.path.join(plugin_dir, "nvidia-gpu.sock")) as channel:
+            listed = _first_list(pb_grpc.DevicePluginStub(channel))
+            assert [d.health for d in listed.devices] == ["Healthy", "Healthy"]
+            answer = pb_grpc.DevicePluginStub(channel).Allocate(pb.AllocateRequest(container_requests=[
+                pb.ContainerAllocateRequest(devices_ids=[listed.devices[0].ID])]), timeout=30)
+            assert answer.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == listed.devices[0].ID
+        time.sleep(1.5)
+        stalled = [r for r in caplog.records if "health checks stalled" in r.getMessage()]
+        assert len(stalled) == 1 and stalled[0].levelno == logging.ERROR   # one line, not one per poll
+    finally:
+        manager.request_stop()
+        thread.join(timeout=30)
+        source.release.set()
+        release.set()
+    assert not thread.is_alive()
