@@ -35,7 +35,8 @@ apt: $(APT_STAMP)
 # start path. `make PYTHON=...` still picks one. Evaluated when the recipe runs, i.e. after the apt step.
 VENV_PYTHON = $(if $(filter command line,$(origin PYTHON)),$(PYTHON),$(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo $(PYTHON)))
 
-$(STAMP): $(APT_STAMP) pyproject.toml setup.py libcontainer_c/build_ffi.py $(wildcard libcontainer_c/src/*) libcontainer_c/launcher.c
+$(STAMP): $(APT_STAMP) pyproject.toml setup.py libcontainer_c/build_ffi.py $(wildcard libcontainer_c/src/*) \
+		$(wildcard launcher/*.py launcher/*.c launcher/*.h cdi_hook/* c_common/* nvml_inventory/*)
 	@[ -x $(BIN)/python ] || $(VENV_PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
@@ -44,7 +45,7 @@ $(STAMP): $(APT_STAMP) pyproject.toml setup.py libcontainer_c/build_ffi.py $(wil
 # The launchers are rebuilt every time (a fraction of a second): a new program module or a moved
 # checkout must never leave a stale launcher behind.
 venv: $(STAMP)
-	@$(BIN)/python -m libcontainer_c.install_launchers $(BIN) >/dev/null
+	@$(BIN)/python -m launcher.install_launchers $(BIN) >/dev/null
 
 demo: venv
 	$(BIN)/python scripts/demo.py

@@ -1,5 +1,5 @@
 """cffi_modules cannot be declared in pyproject.toml (docs/reference.md#building); everything else lives there but the
-wheel's scripts: the static launcher under every program's name (libcontainer_c/install_launchers.py),
+wheel's scripts: the static launcher under every program's name (launcher/install_launchers.py),
 beside the file through which the installer tells the launchers their interpreter."""
 import importlib.util
 from pathlib import Path
@@ -7,11 +7,11 @@ from pathlib import Path
 from setuptools import Distribution, setup
 
 HERE = Path(__file__).resolve().parent
-INTERPRETER_FILE = "libcontainer_c/.gpu-container-toolkit-python"
+INTERPRETER_FILE = "launcher/.gpu-container-toolkit-python"
 
 
 def _install_launchers():
-    spec = importlib.util.spec_from_file_location("install_launchers", HERE / "libcontainer_c/install_launchers.py")
+    spec = importlib.util.spec_from_file_location("install_launchers", HERE / "launcher/install_launchers.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,5 +1,5 @@
-"""Whether a file is one of this toolkit's launchers (libcontainer_c/launcher.c): every launcher binary
-carries the ELF note libcontainer_c/launcher_identity.c defines, in a PT_NOTE segment (`strip` keeps
+"""Whether a file is one of this toolkit's launchers (launcher/launcher.c): every launcher binary
+carries the ELF note launcher/launcher_identity.c defines, in a PT_NOTE segment (`strip` keeps
 it), whatever name, link or copy it is reached by. The runtime shim asks it of its low-level runtime
 (it must never exec itself), `cdi generate` of a --nvidia-cdi-hook-path (ours takes one chained entry,
 NVIDIA's program one entry per subcommand). The launcher's passthrough reads the same bytes in C.

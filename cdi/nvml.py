@@ -1,6 +1,6 @@
 """The GPUs and MIG devices of a host, read through NVML from a driver root.
 
-NVML is read by `gct-nvml-inventory` (libcontainer_c/nvml_inventory.c), the small C program installed
+NVML is read by `gct-nvml-inventory` (nvml_inventory/nvml_inventory.c), the small C program installed
 beside the launchers, which loads the library in a child process of its own and prints every answer,
 one line each (the transcript, see inventory_from_transcript); this module turns those lines into an
 Inventory. So a library that never finishes loading (a constructor that hangs, which no thread of this
@@ -31,7 +31,7 @@ NVML_SONAME = "libnvidia-ml.so.1"
 # nvidia-container-cli.root; a containerised driver lives under e.g. /run/nvidia/driver).
 NO_DRIVER_HINT = ("install the NVIDIA driver, or give the root it is installed under (--driver-root; "
                   "config.toml nvidia-container-cli.root)")
-# The C program that reads NVML and prints the transcript (libcontainer_c/nvml_inventory.c), installed
+# The C program that reads NVML and prints the transcript (nvml_inventory/nvml_inventory.c), installed
 # beside the launchers: load_inventory runs it, and so does the static launcher, which cannot dlopen.
 NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"
 NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"

@@ -3,7 +3,7 @@
  * nvmlInit nvmlInit_v2 ...), the versioned symbol is declared, as that is what real drivers' C clients call.
  *
  * One copy for both readers of NVML: cdi/nvml_ffi_build.py reads this file as its cffi cdef (and
- * generates cdi/_nvml_ffi.py from it), and libcontainer_c/nvml_inventory.c #includes it. So it holds
+ * generates cdi/_nvml_ffi.py from it), and nvml_inventory/nvml_inventory.c #includes it. So it holds
  * only what cffi's cdef parser takes: declarations and comments, no preprocessor lines (hence no
  * include guard: include it once).
  */

@@ -9,7 +9,7 @@ cdi.nvml_binding touches its `ffi`.
 
 CDEF is cdi/nvml_abi.h: nvml.h cut down to what the binding calls, with its names, types and struct
 layouts. It is a C header, not a string here, because gct-nvml-inventory
-(libcontainer_c/nvml_inventory.c) #includes the same declarations: the two NVML readers whose answers
+(nvml_inventory/nvml_inventory.c) #includes the same declarations: the two NVML readers whose answers
 the launcher compares cannot disagree on a struct layout.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (gpu-container-toolkit) <version>`.
 
 One source: the version of the installed distribution, i.e. pyproject.toml's [project] version. The
-static launcher has it baked in at install time (libcontainer_c/install_launchers.py reads it here), so
+static launcher has it baked in at install time (launcher/install_launchers.py reads it here), so
 the C programs (the runtime's passthrough, nvidia-cdi-hook) print the same line. importlib.metadata
 costs ~20 ms: it is imported only when a version is asked for.
 """

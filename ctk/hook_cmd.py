@@ -1,7 +1,7 @@
 """`nvidia-ctk hook SUBCOMMAND ...`: NVIDIA's older CDI specs run their createContainer hooks as
 `nvidia-ctk hook create-symlinks ...`, `nvidia-ctk hook update-ldcache ...`. That is nvidia-cdi-hook,
 the C program inside the launcher, with the same subcommands and flags: the installed nvidia-ctk (a
-copy of the launcher) runs it before any Python starts (libcontainer_c/launcher.c), so a hook never
+copy of the launcher) runs it before any Python starts (launcher/launcher.c), so a hook never
 imports click and never hands an image's environment to an interpreter. This command is only reached
 when the CLI runs as a module (`python -m ctk.main hook ...`), and hands over the same way: exec.
 """

@@ -1,6 +1,6 @@
 """The Python half of nvidia-cdi-hook, for the prestart hook's live injection.
 
-nvidia-cdi-hook itself, the program CDI specs' hooks run, is C (libcontainer_c/cdi_hook/,
+nvidia-cdi-hook itself, the program CDI specs' hooks run, is C (cdi_hook/,
 built into the static launcher: no interpreter starts for it). This module keeps what the Python
 programs need of it:
   - parse_args: the same argument chains the C program reads (hook.inject re-reads the hook entry

@@ -28,7 +28,7 @@ edited a config.json it records, per request, in
     unless-nvidia-prestart               (legacy) no change when the hook is there already
     end <length> <checksum>              the lines above are whole and unchanged (runtime_cache.seal)
 
-The launcher (libcontainer_c/create_fastpath.c) builds the key from config.json and edits it only when a
+The launcher (launcher/create_fastpath.c) builds the key from config.json and edits it only when a
 file for that key exists, is ours (the runtime cache's trust rules), is whole and unchanged (its end
 line: a file cut short, at a line boundary or not, or with a byte changed would otherwise be applied
 as far as it goes: edits missing, or half a JSON text written into config.json), names the same config

@@ -6,7 +6,7 @@ after the bundle was rewritten. And a runtime that is one of this toolkit's own 
 PATH that is a link or copy of nvidia-container-runtime, its .cdi/.legacy names, another installation's
 copy) would exec the shim again, for ever. So the file is read as the kernel reads it: the `#!` line,
 or the ELF program headers (PT_INTERP, and the PT_NOTE segments, where every launcher carries the note
-libcontainer_c/launcher_identity.c defines: cdi.launcher_identity reads both).
+launcher/launcher_identity.c defines: cdi.launcher_identity reads both).
 
 Not covered, by design: binfmt_misc formats (a runtime is ELF or a script), and a wrapper script that
 execs the shim (its content cannot tell). Stdlib only, no imports beyond os/stat/sys: the create path.

@@ -3,7 +3,7 @@
 Engines call it exactly like runc. For `create` and `run` with a GPU request it edits the bundle's
 config.json (in the mode the config or the program name picks, runtime_shim.modes) and then execs the
 low-level runtime with the same argv; for everything else it execs the runtime at once (normally the
-C launcher already did that without starting Python: libcontainer_c/runtime_passthrough.c).
+C launcher already did that without starting Python: launcher/runtime_passthrough.c).
 
 Started through the static launcher, this process has a reduced environment; the caller's own one
 (which the low-level runtime must get) arrives in a memfd named by GCT_LAUNCHER_ENVIRON_FD.

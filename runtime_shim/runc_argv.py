@@ -17,7 +17,7 @@ wants exactly one argument left, the container id. The bundle is the last `--bun
 current directory when unset or empty; `--bundle` and `-b` together are an error.
 
 When runc would refuse the argv, the shim changes nothing and lets runc print its own error; the C
-launcher (libcontainer_c/runtime_passthrough.c) applies the same global-level rules to decide, without
+launcher (launcher/runtime_passthrough.c) applies the same global-level rules to decide, without
 starting Python, that a command is not `create` or `run`.
 """
 from __future__ import annotations

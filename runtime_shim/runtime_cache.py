@@ -15,7 +15,7 @@ shim writes it to `<cache dir>/runtime-<fnv1a64(config path)>.cache`, a small te
                                      which variables and config.json members make a request's key (key_rules)
     end <length of the lines above> <their seal_checksum>     the file is whole and unchanged (seal)
 
-The launcher (libcontainer_c/runtime_passthrough.c) uses it only when every key still matches its own
+The launcher (launcher/runtime_passthrough.c) uses it only when every key still matches its own
 view (config path, the file's identity now, the caller's PATH) and the file is a regular file owned by
 its euid that no one else can write; otherwise it starts Python, which writes a fresh one. On create
 and run it also reads the bundle's config.json and execs the runtime at once when none of the request

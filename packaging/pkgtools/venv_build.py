@@ -1,7 +1,7 @@
 """The wheel, and the self-contained Python environment the system packages install.
 
 The root-run programs are static launchers that bake the interpreter path and the import path of
-the installation into the binary (libcontainer_c/install_launchers.py), and pip writes absolute
+the installation into the binary (launcher/install_launchers.py), and pip writes absolute
 shebangs. So the environment is built AT its final path, /usr/lib/gpu-container-toolkit, without
 touching the build host: in a private mount namespace (`unshare -m`) an overlay is mounted over
 /usr/lib whose upper layer is a temp dir. Everything the build writes there lands in that layer;
@@ -191,7 +191,7 @@ def inner_main(argv: list[str] | None = None) -> int:
         name_version = wheel.name.split("-")[:2]
         _pip("install", "--quiet", "--no-compile", "--find-links", str(args.wheel_dir),
              f"{name_version[0]}=={name_version[1]}")
-        installed = run([f"{PREFIX}/bin/python", "-I", "-m", "libcontainer_c.install_launchers", f"{PREFIX}/bin"],
+        installed = run([f"{PREFIX}/bin/python", "-I", "-m", "launcher.install_launchers", f"{PREFIX}/bin"],
                         "installing the launchers", cwd="/")
         programs = installed.stdout.split(":", 1)[1].split() if ":" in installed.stdout else []
         _prune(prefix)

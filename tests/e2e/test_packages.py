@@ -139,7 +139,7 @@ def test_default_config_lists_every_key_commented_with_its_default():
 def test_wheel_installs_into_a_fresh_venv_and_its_programs_run(built, tmp_path):
     with zipfile.ZipFile(built["wheel"]) as wheel:
         names = "\n".join(wheel.namelist())
-    for member in ("libcontainer_c/launcher.c", "libcontainer_c/runtime_passthrough.c", "simulator/csrc/nvml_sim.c",
+    for member in ("launcher/launcher.c", "launcher/runtime_passthrough.c", "simulator/csrc/nvml_sim.c",
                    "simulator/csrc/nvml_api.h", "cdi/schema.json"):
         assert member in names, member
     assert re.search(r"libcontainer_c/_native\.[\w.-]*so", names), "the compiled cffi module is not in the wheel"
@@ -151,7 +151,7 @@ def test_wheel_installs_into_a_fresh_venv_and_its_programs_run(built, tmp_path):
     sh([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", str(built["wheel"])], env=env)
     version = sh([str(venv / "bin/nvidia-ctk"), "--version"], env=env)
     assert "0.1.0" in version.stdout
-    installed = sh([str(venv / "bin/python"), "-m", "libcontainer_c.install_launchers", str(venv / "bin")], cwd="/")
+    installed = sh([str(venv / "bin/python"), "-m", "launcher.install_launchers", str(venv / "bin")], cwd="/")
     assert "nvidia-cdi-hook" in installed.stdout
     # a launcher-started program, from the wheel's installation (not the checkout)
     probe = sh([str(venv / "bin/gct-launcher-probe")], env={"PATH": CLEAN_PATH})

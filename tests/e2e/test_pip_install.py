@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cdi.nvml import NVML_INVENTORY_PROGRAM
-from libcontainer_c.install_launchers import INTERPRETER_FILE, PROGRAMS, TEST_ONLY_PROGRAMS
+from launcher.install_launchers import INTERPRETER_FILE, PROGRAMS, TEST_ONLY_PROGRAMS
 from tests.support.hostile import marker_preload_library, marker_python_files
 
 pytestmark = pytest.mark.e2e

@@ -136,7 +136,7 @@ def test_config_json_in_the_launcher(profile, figures, tmp_path, spec_dir, monke
     (/bin/true) and must have written what Python's rewrite gives for the same bytes. Half the cases
     keep the cached request's members and vary the rest (so the edits are applied), half are any
     config.json; the launcher must never crash."""
-    from libcontainer_c import install_launchers
+    from launcher import install_launchers
     from tests.unit.runtime_shim.shim_env import install_shim, make_shim_env
 
     bindir = tmp_path / "bin"

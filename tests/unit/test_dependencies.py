@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT_PACKAGES = ("cdi", "runtime_shim", "hook", "libcontainer_c", "ctk", "simulator", "device_plugin")
+PRODUCT_PACKAGES = ("cdi", "runtime_shim", "hook", "libcontainer_c", "launcher", "ctk", "simulator", "device_plugin")
 # distribution name -> the top-level module it provides
 MODULE_OF = {"click": "click", "jsonschema": "jsonschema", "cffi": "cffi", "pyyaml": "yaml", "tomlkit": "tomlkit",
              "grpcio": "grpc", "protobuf": "google"}

@@ -13,7 +13,7 @@ import click
 import pytest
 
 from cdi.nvml import NVML_INVENTORY_PROGRAM
-from libcontainer_c import install_launchers
+from launcher import install_launchers
 from runtime_shim import executable
 
 PROBE = "gct-launcher-probe"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from libcontainer_c import install_launchers
+from launcher import install_launchers
 from tests.unit.runtime_shim.argv_table import CASES, parametrize_cases
 from tests.unit.runtime_shim.shim_env import make_shim_env
 

@@ -1,4 +1,4 @@
-"""nvidia-cdi-hook (C, libcontainer_c/cdi_hook/): the rootfs from the state, and real runs of the
+"""nvidia-cdi-hook (C, cdi_hook/): the rootfs from the state, and real runs of the
 installed program on a busybox + glibc rootfs with the host's ldconfig. The Python readers the
 prestart hook keeps (hook.cdi_hook) are held to the same cases. The argument chains are in
 args_cases.json (test_args_table.py), the JSON reader's edge cases in test_json_reader.py."""

@@ -1,4 +1,4 @@
-"""nvidia-cdi-hook's JSON reader (libcontainer_c/cdi_hook/json.c) and the two values it takes from
+"""nvidia-cdi-hook's JSON reader (c_common/json.c, the launcher's too) and the two values it takes from
 hostile documents: the state's bundle and config.json's root.path.
 
 A test-only entry point (json_probe.c, compiled here with the hook's own sources, under AddressSanitizer
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-HOOK_SOURCES = REPO / "libcontainer_c" / "cdi_hook"
+HOOK_SOURCES = REPO / "cdi_hook"
+JSON_SOURCES = REPO / "c_common"   # the one JSON reader the hook and the launcher share
 HELPER_SOURCES = REPO / "libcontainer_c" / "src"   # the bounded reader container.c uses
 PROBE_SOURCE = Path(__file__).with_name("json_probe.c")
 FUZZ_DOCS = int(os.environ.get("GCT_JSON_FUZZ_DOCS", "3000"))   # per kind
@@ -48,10 +49,11 @@ class Probe:
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Probe:
     out = tmp_path_factory.mktemp("json-probe") / "json_probe"
-    sources = [str(HOOK_SOURCES / f) for f in ("json.c", "json_value.c", "container.c", "message.c")]
+    sources = [str(JSON_SOURCES / f) for f in ("json.c", "json_value.c")]
+    sources += [str(HOOK_SOURCES / f) for f in ("container.c", "message.c")]
     sources.append(str(HELPER_SOURCES / "read_bounded.c"))
     cmd = ["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{HOOK_SOURCES}",
-           f"-I{HELPER_SOURCES}",
+           f"-I{JSON_SOURCES}", f"-I{HELPER_SOURCES}",
            str(PROBE_SOURCE), *sources, "-o", str(out)]
     sanitizers = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
     if subprocess.run(cmd + sanitizers, capture_output=True).returncode == 0:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from libcontainer_c import install_launchers
+from launcher import install_launchers
 
 REPO = Path(__file__).resolve().parents[3]
 CTK = Path(sys.executable).parent / "nvidia-ctk"

@@ -105,7 +105,7 @@ def test_the_container_command_is_the_programs_real_flags_and_its_config_loads(t
         == ("/", "/driver-root", "/driver-root", "/")
     # the spec goes to the node's CDI folder (the DaemonSet's mount of it), its hook is the packages'
     assert config.cdi_root == "/var/run/cdi" and config.cdi_root in {m["mountPath"] for m in container()["volumeMounts"]}
-    from libcontainer_c import install_launchers
+    from launcher import install_launchers
 
     assert config.nvidia_ctk_path == "/usr/bin/nvidia-cdi-hook" and "nvidia-cdi-hook" in install_launchers.PROGRAMS
     # the labels go to the folder mounted from the node's NFD features.d
@@ -183,7 +183,7 @@ def test_removing_the_package_stops_the_plugins_unit(script):
 def test_every_installation_gets_the_program():
     """install_launchers installs it (make venv, the .deb/.rpm's environment, the wheel's scripts) and
     venv_build keeps it (tests/e2e/test_packages.py finds it in /usr/bin of both packages)."""
-    from libcontainer_c import install_launchers
+    from launcher import install_launchers
 
     sys.path.insert(0, str(REPO / "packaging"))
     try:

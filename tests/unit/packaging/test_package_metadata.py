@@ -255,7 +255,7 @@ def test_nvidia_ctk_says_no_nvidia_driver_in_the_words_the_refresh_looks_for(tmp
 def test_the_packages_drop_every_test_only_launcher():
     """venv_build keeps its own list (it runs in the package's tree, not this checkout's): the launcher
     probes must never be shipped."""
-    from libcontainer_c import install_launchers
+    from launcher import install_launchers
     from pkgtools import venv_build
 
     assert venv_build.TEST_ONLY_PROGRAMS == set(install_launchers.TEST_ONLY_PROGRAMS)

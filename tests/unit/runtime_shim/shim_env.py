@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from libcontainer_c import install_launchers
+from launcher import install_launchers
 
 FAKE_RUNTIME = """#!/bin/sh
 # records what it was given: one JSON document per call

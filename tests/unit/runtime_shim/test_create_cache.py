@@ -1,4 +1,4 @@
-"""The create cache: a GPU container's create edited by the C launcher (libcontainer_c/create_fastpath.c)
+"""The create cache: a GPU container's create edited by the C launcher (launcher/create_fastpath.c)
 from what Python recorded (runtime_shim/create_cache.py).
 
 The launcher's edits are held to Python's: the same config.json goes through Python (create cache

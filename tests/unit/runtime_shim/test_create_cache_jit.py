@@ -1,4 +1,4 @@
-"""jit-cdi mode through the create cache: the launcher (libcontainer_c/create_fastpath.c) reads NVML again
+"""jit-cdi mode through the create cache: the launcher (launcher/create_fastpath.c) reads NVML again
 with gct-nvml-inventory and applies the edits Python built, when the transcript and every answer of the
 driver root are what they were (runtime_shim/create_cache.py, runtime_shim/jit_cdi.py).
 

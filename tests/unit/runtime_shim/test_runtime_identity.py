@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from cdi.nvml import NVML_INVENTORY_PROGRAM
-from libcontainer_c import install_launchers
+from launcher import install_launchers
 from runtime_shim import executable, runtime_cache
 from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
     bindir, make_bundle, make_shim_env, minimal_spec)

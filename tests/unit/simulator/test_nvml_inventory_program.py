@@ -1,4 +1,4 @@
-"""gct-nvml-inventory (libcontainer_c/nvml_inventory.c) against cdi/nvml.py: on simulated hosts its stdout
+"""gct-nvml-inventory (nvml_inventory/nvml_inventory.c) against cdi/nvml.py: on simulated hosts its stdout
 is, byte for byte, the transcript cdi.nvml records when it reads NVML in its own process (the launcher
 applies cached edits only when the two are equal), and a broken library (an error, a hang while loading
 or in a call, a crash, a truncated file) is exit 1 to 4 with one line on stderr and nothing on stdout,
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from libcontainer_c import install_launchers
+from launcher import install_launchers
 from tests.support.simulated_host import create_in_process
 
 REPO = Path(__file__).resolve().parents[3]

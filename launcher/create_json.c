@@ -1,18 +1,16 @@
 /*
- * Reading config.json for the create fast path (create_fastpath.c, which includes this file): a
+ * Reading config.json for the create fast path (create_fastpath.c): a
  * document json_scan has validated and that holds no backslash, so a string is the bytes between two
  * quotes. Values are spans of the text; objects and arrays are listed item by item (a repeated key is
  * refused: which one counts is a question for Python); the shape check is cdi.oci_config.SHAPE's, as a
  * check that only says "plain" or "not".
  */
+#include <stdlib.h>
+#include <string.h>
 
-struct buf {
-    char *data;
-    size_t len, cap;
-    int failed;
-};
+#include "create_json.h"
 
-static void buf_add(struct buf *b, const char *s, size_t n)
+void buf_add(struct buf *b, const char *s, size_t n)
 {
     if (b->failed)
         return;
@@ -33,29 +31,15 @@ static void buf_add(struct buf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-static void buf_str(struct buf *b, const char *s)
+void buf_str(struct buf *b, const char *s)
 {
     buf_add(b, s, strlen(s));
 }
 
 /* ---- spans ---- */
 
-struct span {
-    size_t start, end;   /* a value's text; start == end: absent */
-};
 
-struct items {
-    struct span *key;    /* objects: the key's text inside its quotes */
-    struct span *val;
-    size_t n;
-};
-
-struct doc {
-    const char *d;
-    size_t n;
-};
-
-static size_t skip_ws(const struct doc *doc, size_t i)
+size_t skip_ws(const struct doc *doc, size_t i)
 {
     while (i < doc->n && (doc->d[i] == ' ' || doc->d[i] == '\t' || doc->d[i] == '\n' || doc->d[i] == '\r'))
         i++;
@@ -63,7 +47,7 @@ static size_t skip_ws(const struct doc *doc, size_t i)
 }
 
 /* The end of the value starting at i (no escapes: a string ends at the next quote). */
-static size_t value_end(const struct doc *doc, size_t i)
+size_t value_end(const struct doc *doc, size_t i)
 {
     const char *d = doc->d;
     if (d[i] == '"')
@@ -87,17 +71,17 @@ static size_t value_end(const struct doc *doc, size_t i)
     return i;
 }
 
-static char kind(const struct doc *doc, struct span v)
+char kind(const struct doc *doc, struct span v)
 {
     return v.start == v.end ? 0 : doc->d[v.start];
 }
 
-static int absent(const struct doc *doc, struct span v)
+int absent(const struct doc *doc, struct span v)
 {
     return kind(doc, v) == 0 || kind(doc, v) == 'n';   /* null is absent, as for Go and cdi.apply */
 }
 
-static void items_free(struct items *it)
+void items_free(struct items *it)
 {
     free(it->key);
     free(it->val);
@@ -107,11 +91,10 @@ static void items_free(struct items *it)
 
 /* An object with more members than this goes to Python: the repeated-key check below is quadratic, and an
  * image's annotations or labels must not make a create slow. OCI configs have a few dozen at most. */
-#define CREATE_MAX_MEMBERS 1024
 
 /* The members (or elements) of the object (or array) v. -1: out of memory, a key repeated (which value
  * counts is then a question for Python), or more than CREATE_MAX_MEMBERS members. */
-static int items_of(const struct doc *doc, struct span v, struct items *out)
+int items_of(const struct doc *doc, struct span v, struct items *out)
 {
     memset(out, 0, sizeof(*out));
     int object = kind(doc, v) == '{';
@@ -155,14 +138,14 @@ static int items_of(const struct doc *doc, struct span v, struct items *out)
     }
 }
 
-static int span_is(const struct doc *doc, struct span s, const char *text)
+int span_is(const struct doc *doc, struct span s, const char *text)
 {
     size_t len = strlen(text);
     return s.end - s.start == len && memcmp(doc->d + s.start, text, len) == 0;
 }
 
 /* The member key of object v (absent span if none, or v not an object). -1: a key repeated. */
-static int member(const struct doc *doc, struct span v, const char *key, struct span *out)
+int member(const struct doc *doc, struct span v, const char *key, struct span *out)
 {
     *out = (struct span){ 0, 0 };
     if (kind(doc, v) != '{')
@@ -178,7 +161,7 @@ static int member(const struct doc *doc, struct span v, const char *key, struct 
 }
 
 /* The text inside a string value's quotes. */
-static struct span inner(struct span s)
+struct span inner(struct span s)
 {
     return (struct span){ s.start + 1, s.end - 1 };
 }
@@ -284,4 +267,9 @@ static int shape_ok(const struct doc *doc, struct span v, const struct shape *sh
     }
     items_free(&it);
     return ok;
+}
+
+int config_shape_ok(const struct doc *doc, struct span top)
+{
+    return shape_ok(doc, top, &S_TOP);
 }

@@ -1,6 +1,6 @@
 /*
  * The runtime shim's `create` of a GPU container without Python: config.json edited from the create
- * cache. Included by runtime_passthrough.c.
+ * cache (runtime_passthrough.c calls it).
  *
  * The first create of a request runs Python, which resolves the request, picks the mode, builds the
  * edits and writes config.json; in `cdi` and `legacy` mode it also writes a create cache entry
@@ -18,17 +18,27 @@
  * runs for every error and warning, so messages come from one place.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include "cache_file.h"
+#include "create_apply.h"
+#include "create_fastpath.h"
+#include "create_json.h"
 #include "json.h"
 
 #define CREATE_CACHE_MAGIC "gct-create-cache 2"
 #define CREATE_CACHE_MAX (1 << 20)
-#define CREATE_MAX_BRACKETS 256   /* cdi.oci_config.MAX_DEPTH: more brackets than that, Python walks */
 #define CREATE_KEY_MAX 65536
-#include "create_json.c"   /* spans of a plain document, and its shape */
 
 /* ---- the create cache and the rules of the key ---- */
 
@@ -336,7 +346,6 @@ static int inventory_unchanged(const char *cache)
     free(got.data);
     return same;
 }
-#include "create_apply.c"  /* the edits, applied as cdi.apply applies them */
 
 /* ---- config.json replaced as runtime_shim.bundle_spec.write_spec does ---- */
 
@@ -412,7 +421,7 @@ static struct {
 /* After a failed exec of the runtime: config.json as it was before create_from_cache (errors roll back
  * what was done), if it is still the file written there; Python then decides on the untouched bundle
  * and says in one line why the runtime cannot be started. */
-static void create_roll_back(void)
+void create_roll_back(void)
 {
     struct stat now;
     if (replaced_config.original.data && lstat(replaced_config.path, &now) == 0 && S_ISREG(now.st_mode) &&
@@ -461,9 +470,9 @@ static char *read_create_cache(const char *dir, const char *config, const char *
  * may be exec'd; -1: Python decides (nothing was changed). rules: the runtime cache's text (key-*
  * lines); cache_dir, config, identity: as checked by the caller.
  */
-static int create_from_cache(const char *program, const char *self, const char *bundle, const char *data,
-                             size_t total, const struct stat *st, const char *rules, const char *cache_dir,
-                             const char *config, const char *identity, char **envp, const char **mode_out)
+int create_from_cache(const char *program, const char *self, const char *bundle, const char *data, size_t total,
+                      const struct stat *st, const char *rules, const char *cache_dir, const char *config,
+                      const char *identity, char **envp, const char **mode_out)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     int n = snprintf(dir, sizeof(dir), "%s", bundle && bundle[0] ? bundle : ".");
@@ -485,7 +494,7 @@ static int create_from_cache(const char *program, const char *self, const char *
         goto done;
     size_t start = skip_ws(&doc, 0);
     struct span top = { start, value_end(&doc, start) };
-    if (!shape_ok(&doc, top, &S_TOP) || request_key(&doc, top, rules, program, self, envp, &key) != 0)
+    if (!config_shape_ok(&doc, top) || request_key(&doc, top, rules, program, self, envp, &key) != 0)
         goto done;
     cache = read_create_cache(cache_dir, config, identity, &key);
     if (!cache || each_line(cache, "check", check_still_true, NULL) || each_line(cache, "absent", absent_still, NULL) ||

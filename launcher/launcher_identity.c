@@ -1,7 +1,7 @@
 /*
  * Whether a file is one of this toolkit's launchers, by its content: every launcher carries an ELF note
  * (name "gpu-container-toolkit", type GCT_LAUNCHER_NOTE_TYPE, desc "launcher") in a PT_NOTE segment,
- * defined in launcher.c. Included by launcher.c.
+ * defined in launcher.c.
  *
  * Why: the runtime shim execs a low-level runtime, and when that runtime is a launcher too (a `runc` in
  * PATH that is a symlink, hard link or copy of nvidia-container-runtime, its .cdi/.legacy names, another
@@ -20,24 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GCT_LAUNCHER_NOTE_NAME "gpu-container-toolkit" /* 21 bytes + NUL: namesz 22, padded to 24 */
-#define GCT_LAUNCHER_NOTE_DESC "launcher"              /* 8 bytes + NUL: descsz 9, padded to 12 */
-#define GCT_LAUNCHER_NOTE_TYPE 0x4c544347u             /* "GCTL" */
-#define GCT_NOTE_SCAN 65536
-#define GCT_MAX_PHNUM 4096
-
-/* The note as it is in the file (host byte order: a launcher is built for this host). */
-struct gct_launcher_note {
-    uint32_t namesz, descsz, type;
-    char name[24];
-    char desc[12];
-};
-
-#define GCT_LAUNCHER_NOTE_INIT                                                                             \
-    {                                                                                                      \
-        sizeof(GCT_LAUNCHER_NOTE_NAME), sizeof(GCT_LAUNCHER_NOTE_DESC), GCT_LAUNCHER_NOTE_TYPE,            \
-            GCT_LAUNCHER_NOTE_NAME, GCT_LAUNCHER_NOTE_DESC                                                 \
-    }
+#include "launcher_identity.h"
 
 static uint64_t gct_elf_field(const unsigned char *buf, size_t size, int big)
 {
@@ -85,7 +68,7 @@ static int gct_fd_is_launcher(int fd)
 }
 
 /* 1 if path (followed, as execve follows it) is a regular file that is one of our launchers. */
-static int gct_is_launcher(const char *path)
+int gct_is_launcher(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)

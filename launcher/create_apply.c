@@ -1,11 +1,17 @@
 /*
- * The create fast path's edits (create_fastpath.c includes this file): config.json rewritten member by
+ * The create fast path's edits: config.json rewritten member by
  * member where the cached edits touch it (process.env, linux.devices and resources.devices, mounts,
  * hooks), every other byte kept, with cdi.apply's list semantics: an env variable replaced where it
  * stands or appended, a device node or mount replacing the one of the same path, mounts stably sorted by
  * depth, hooks appended, and runtime_shim.modes' handling of the legacy prestart hook. The tests hold the
  * result to Python's on random documents (tests/unit/runtime_shim/test_create_cache.py).
  */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_file.h"
+#include "create_apply.h"
+#include "create_json.h"
 
 struct entry {
     const char *text;    /* the JSON text to write */
@@ -473,7 +479,7 @@ static int write_hooks(struct apply *a, struct span v, struct buf *out)
 
 /* Whether the prestart hooks already hold the legacy hook (runtime_shim.modes.apply_legacy: then the
  * spec stays as it is). -1: cannot tell. */
-static int has_nvidia_prestart(const struct doc *doc, struct span top)
+int has_nvidia_prestart(const struct doc *doc, struct span top)
 {
     struct span hooks, prestart;
     if (member(doc, top, "hooks", &hooks) || member(doc, hooks, "prestart", &prestart))
@@ -491,7 +497,7 @@ static int has_nvidia_prestart(const struct doc *doc, struct span top)
 }
 
 /* The edited document: doc's text with the members the edits touch rewritten. */
-static int apply_cached_edits(const struct doc *doc, struct span top, const char *cache, struct buf *out)
+int apply_cached_edits(const struct doc *doc, struct span top, const char *cache, struct buf *out)
 {
     struct apply a = { doc, cache, has_key(cache, "drop-nvidia-prestart"), NULL };
     struct rewrite rw[4];

@@ -1,15 +1,16 @@
 """Build the static launcher and install it as each program.
 
-    python -m libcontainer_c.install_launchers BINDIR
+    python -m launcher.install_launchers BINDIR
 
 Run with the interpreter the programs should use (the venv's, or the system package's). It bakes
 that interpreter's path and the import path of this installation into the binary, so the launched
 program needs nothing from the environment, and the toolkit's version (cdi.version) for --version.
 Each program is a copy of the binary named after it
 (the launcher picks the program by its own file name). nvidia-cdi-hook is C (cdi_hook/), linked
-into the same binary with the C helper's sources (src/): it needs no interpreter at all.
-Beside them goes gct-nvml-inventory (nvml_inventory.c, cdi.nvml.NVML_INVENTORY_PROGRAM), a program of
-its own and dynamically linked, as it must dlopen NVML, which the static launcher cannot.
+into the same binary with the C the programs share (c_common/) and the C helper's sources
+(libcontainer_c/src/): it needs no interpreter at all. Beside them goes gct-nvml-inventory
+(nvml_inventory/, cdi.nvml.NVML_INVENTORY_PROGRAM), a program of its own and dynamically linked, as it
+must dlopen NVML, which the static launcher cannot.
 
 The wheel carries the launcher too (setup.py calls build_wheel_scripts): built without a baked
 interpreter, it reads the one pip installed it for from INTERPRETER_FILE beside it, so
@@ -30,9 +31,11 @@ import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+TOP_DIR = PACKAGE_DIR.parent   # the checkout, or site-packages: every C program's folder is beside this one
 LAUNCHER_SOURCE = PACKAGE_DIR / "launcher.c"
-# Linked into the launcher: the native programs (nvidia-cdi-hook) and the C helper they use.
-NATIVE_SOURCE_DIRS = (PACKAGE_DIR / "cdi_hook", PACKAGE_DIR / "src")
+# The launcher's translation units: its own (this folder), the native program linked into it
+# (nvidia-cdi-hook), the C they share, and the C helper the hook uses.
+NATIVE_SOURCE_DIRS = (PACKAGE_DIR, TOP_DIR / "cdi_hook", TOP_DIR / "c_common", TOP_DIR / "libcontainer_c" / "src")
 
 # Installed file name -> module that must exist for it to be installed, or None for a program
 # written in C inside the launcher (always installed). Kept in step with the program table in
@@ -46,14 +49,14 @@ PROGRAMS = {
     "nvidia-container-cli": "hook.cli",
     "nvidia-ctk": "ctk.main",
     "nvidia-device-plugin": "device_plugin.main",
-    "gct-launcher-probe": "libcontainer_c.launcher_probe",
-    "gct-launcher-probe-ctk": "libcontainer_c.launcher_probe",
+    "gct-launcher-probe": "launcher.launcher_probe",
+    "gct-launcher-probe-ctk": "launcher.launcher_probe",
 }
 TEST_ONLY_PROGRAMS = ("gct-launcher-probe", "gct-launcher-probe-ctk")
 # The NVML transcript reader the launcher runs (installed under cdi.nvml.NVML_INVENTORY_PROGRAM); the
 # NVML declarations it #includes are the binding's, cdi/nvml_abi.h.
-NVML_INVENTORY_SOURCE = PACKAGE_DIR / "nvml_inventory.c"
-NVML_ABI_DIR = PACKAGE_DIR.parent / "cdi"
+NVML_INVENTORY_SOURCE = TOP_DIR / "nvml_inventory" / "nvml_inventory.c"
+NVML_ABI_DIR = TOP_DIR / "cdi"
 
 # Beside a launcher built for the wheel: its first line, "#!python" in the wheel, is rewritten by the
 # installer to the interpreter it installs for (PEP 427). The name is launcher.c's INTERPRETER_FILE.
@@ -84,7 +87,7 @@ def c_string(text: str) -> str:
 
 def import_path() -> list[str]:
     """Where the installed packages and their dependencies are found, in order, without duplicates."""
-    paths = [str(PACKAGE_DIR.parent)]
+    paths = [str(TOP_DIR)]
     scheme = sysconfig.get_paths()
     for key in ("purelib", "platlib"):
         paths.append(scheme[key])
@@ -99,7 +102,7 @@ def import_path() -> list[str]:
 def toolkit_importable():
     """This installation's packages importable for the block: setup.py loads this file by its path,
     where they may not be importable yet."""
-    sys.path.insert(0, str(PACKAGE_DIR.parent))
+    sys.path.insert(0, str(TOP_DIR))
     try:
         yield
     finally:
@@ -141,7 +144,7 @@ def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = 
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "launcher_config.h")
         config.write_text(
-            "/* written by libcontainer_c/install_launchers.py */\n"
+            "/* written by launcher/install_launchers.py */\n"
             f"#define GCT_PYTHON {c_string(python or '')}\n"
             f"#define GCT_SYS_PATH_CODE {c_string(sys_path)}\n"  # Python code that sets sys.path
             f"#define GCT_TOOLKIT_NAME {c_string(name)}\n"
@@ -151,7 +154,7 @@ def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = 
         # unused C helper functions (the cffi module's) are dropped: --gc-sections
         cmd = [cc, "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", *(["-s"] if strip else []), f"-I{tmp}",
-               *(f"-I{d}" for d in NATIVE_SOURCE_DIRS), str(LAUNCHER_SOURCE), *sources, "-o", str(out)]
+               *(f"-I{d}" for d in NATIVE_SOURCE_DIRS), *sources, "-o", str(out)]
         compile_program(cmd, "the launcher")
 
 

@@ -1,5 +1,5 @@
 /*
- * The runtime shim's fast path, included by launcher.c for the nvidia-container-runtime programs.
+ * The runtime shim's fast path, for the nvidia-container-runtime programs (launcher.c calls it).
  *
  * Docker and containerd call the shim for every runtime command (create, start, state, kill, delete,
  * exec ...), and only `create` and `run` need Python. For every other command this file execs the
@@ -31,88 +31,37 @@
  * caller's environment (NOTIFY_SOCKET, LISTEN_FDS, XDG_RUNTIME_DIR ...), Python must not.
  */
 #include <endian.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
-#define SHIM_PROGRAM_PREFIX "nvidia-container-runtime"
+#include "cache_file.h"
+#include "cdi_hook.h"   /* hook_printable, launcher_print_version */
+#include "create_fastpath.h"
+#include "launcher_identity.h"
+#include "runc_argv.h"
+#include "runtime_passthrough.h"
+
 #define SHIM_DEFAULT_CONFIG "/etc/nvidia-container-runtime/config.toml"
 #define SHIM_CONFIG_RELATIVE "/nvidia-container-runtime/config.toml"
 #define SHIM_DEFAULT_CACHE_DIR "/run/nvidia-container-toolkit"
 #define SHIM_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define SHIM_CACHE_MAGIC "gct-runtime-cache 2"
 #define SHIM_CACHE_MAX 16384
-#define SHIM_SPEC_SCAN_MAX (4 * 1024 * 1024)
 /* The low-level runtime's path, in its environment: set by both exec paths (here and runtime_shim.main);
  * a shim that finds it in its caller's environment was started again by the runtime it ran (a `runtimes`
  * entry leading back to the shim, a wrapper script exec'ing it): a loop, which Python refuses in one
  * line. Hooks that runc starts may inherit it: other programs, which never look. */
 #define SHIM_STARTED_BY_SHIM "GCT_RUNTIME_STARTED_BY_SHIM"
-
-#include "runc_argv.c" /* which subcommand runc runs, and a create's bundle */
-
-/* Calls fn for every line "<key> <value>" (or "<key>" alone: value empty) of a cache text; stops at,
- * and returns, fn's first nonzero answer. The one walker of the launcher's cache files. */
-static int each_line(const char *text, const char *key, int (*fn)(void *, const char *, size_t), void *arg)
-{
-    size_t len = strlen(key);
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) : strlen(line);
-        if (line_len >= len && strncmp(line, key, len) == 0 && (line_len == len || line[len] == ' ')) {
-            int r = line_len == len ? fn(arg, line + len, 0) : fn(arg, line + len + 1, line_len - len - 1);
-            if (r)
-                return r;
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
-static int any_line(void *arg, const char *value, size_t len)
-{
-    (void)arg, (void)value, (void)len;
-    return 1;
-}
-
-/* Whether text has a line "<key> ..." (or "<key>" alone). */
-static int has_key(const char *text, const char *key)
-{
-    return each_line(text, key, any_line, NULL);
-}
-
-/* config.json in bundle (NULL: the cwd), read whole once for both of the launcher's looks at it:
- * a regular file, not a symlink (O_NOFOLLOW: Python refuses one), at most SHIM_SPEC_SCAN_MAX bytes, no
- * backslash (a JSON escape could spell anything). NUL-terminated and malloc'd, or NULL: Python decides. */
-static char *read_bundle_config(const char *bundle, size_t *len, struct stat *st)
-{
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof(path), "%s/config.json", bundle && bundle[0] ? bundle : ".");
-    if (n < 0 || (size_t)n >= sizeof(path))
-        return NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
-        return NULL;
-    char *data = NULL;
-    size_t total = 0;
-    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_size > 0 && st->st_size <= SHIM_SPEC_SCAN_MAX &&
-        (data = malloc((size_t)st->st_size + 1))) {
-        ssize_t got;
-        while (total < (size_t)st->st_size && (got = read(fd, data + total, (size_t)st->st_size - total)) > 0)
-            total += (size_t)got;
-        if (total != (size_t)st->st_size || memchr(data, '\\', total)) {
-            free(data);
-            data = NULL;
-        } else {
-            data[total] = '\0';
-        }
-    }
-    close(fd);
-    *len = total;
-    return data;
-}
 
 struct marker_scan {
     const char *data;
@@ -135,47 +84,6 @@ static int asks_for_nothing(const char *data, size_t len, const char *cache_text
     return !each_line(cache_text, "request-marker", marker_found, &scan) && scan.markers > 0;
 }
 
-static const char *env_value(char **envp, const char *key)
-{
-    size_t len = strlen(key);
-    for (size_t i = 0; envp && envp[i]; i++)
-        if (strncmp(envp[i], key, len) == 0 && envp[i][len] == '=')
-            return envp[i] + len + 1;
-    return NULL;
-}
-
-static const char *nonempty(const char *value)
-{
-    return value && value[0] ? value : NULL;
-}
-
-/* FNV-1a, 64 bits: the cache file's name for a config path (runtime_shim/runtime_cache.py agrees). */
-static uint64_t fnv1a64(const char *text)
-{
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        hash ^= *p;
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
-/* The checksum of a cache file's end line (runtime_cache.seal_checksum agrees): FNV-1a's steps on 64-bit
- * little-endian words, the last one zero-padded (the end line's length tells the padding apart). A
- * changed word always changes it (each step is a bijection of the hash), and one multiply per 8 bytes
- * instead of per byte makes a 20 KB create cache entry ~5x cheaper to check. */
-static uint64_t seal_checksum(const char *data, size_t len)
-{
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i += 8) {
-        uint64_t word = 0;
-        memcpy(&word, data + i, len - i < 8 ? len - i : 8);
-        hash ^= le64toh(word);
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
 /* The config path by the same rule as cdi.config.config_path, as a plain string. */
 static int shim_config_path(char **envp, char *out, size_t size)
 {
@@ -185,12 +93,6 @@ static int shim_config_path(char **envp, char *out, size_t size)
             : xdg ? snprintf(out, size, "%s%s", xdg, SHIM_CONFIG_RELATIVE)
                   : snprintf(out, size, "%s", SHIM_DEFAULT_CONFIG);
     return n >= 0 && (size_t)n < size ? 0 : -1;
-}
-
-/* A stat time in nanoseconds, as Python's st_*_ns. */
-static long long ns_of(struct timespec t)
-{
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 /* "dev ino size mtime_ns ctime_ns", or "missing"; -1 when the config cannot be looked at. */
@@ -203,77 +105,6 @@ static int config_identity(const char *path, char *out, size_t size)
              (unsigned long long)st.st_ino, (long long)st.st_size,
              ns_of(st.st_mtim), ns_of(st.st_ctim));
     return 0;
-}
-
-/* The length of a cache file's body when its last line is "end <length of the body> <seal_checksum of
- * the body, 16 hex digits>" (runtime_cache.seal) and both are right; -1 otherwise. A file cut short (at a
- * line boundary or not) has no end line, and a changed byte changes the checksum: such a file is
- * not used at all, whatever its lines would still say. */
-static ssize_t sealed_body(const char *data, size_t len)
-{
-    if (len < 2 || data[len - 1] != '\n')
-        return -1;
-    size_t start = len - 1;
-    while (start > 0 && data[start - 1] != '\n')
-        start--;
-    char expected[64];
-    int n = snprintf(expected, sizeof(expected), "end %zu %016llx\n", start,
-                     (unsigned long long)seal_checksum(data, start));
-    return start > 0 && n > 0 && (size_t)n == len - start && memcmp(data + start, expected, (size_t)n) == 0 &&
-                   !memchr(data, '\0', start)   /* never written: the lines are read as C strings */
-               ? (ssize_t)start
-               : -1;
-}
-
-/* The body of a cache file (sealed_body), NUL-terminated, if the file is ours (a regular file owned by
- * our euid that no one else can write) and whole. Returns the body's length, or -1. */
-static ssize_t read_cache(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    ssize_t total = -1;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-        !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size > 0 && (size_t)st.st_size < size) {
-        total = 0;
-        ssize_t n;
-        while ((n = read(fd, buf + total, size - 1 - (size_t)total)) > 0)
-            total += n;
-        total = n < 0 ? -1 : sealed_body(buf, (size_t)total);
-        if (total >= 0)
-            buf[total] = '\0';
-    }
-    close(fd);
-    return total;
-}
-
-struct field_copy {
-    char *out;
-    size_t size;
-};
-
-/* A line's value as a C string in out; -1 when it does not fit. */
-static int value_cstr(const char *value, size_t len, char *out, size_t size)
-{
-    if (len >= size)
-        return -1;
-    memcpy(out, value, len);
-    out[len] = '\0';
-    return 0;
-}
-
-static int copy_value(void *arg, const char *value, size_t len)
-{
-    struct field_copy *copy = arg;
-    return value_cstr(value, len, copy->out, copy->size) ? -1 : 1;
-}
-
-/* The value of the (first) line "key value" in the cache text, copied into out; -1 if absent. */
-static int cache_field(const char *text, const char *key, char *out, size_t size)
-{
-    struct field_copy copy = { out, size };
-    return each_line(text, key, copy_value, &copy) == 1 ? 0 : -1;
 }
 
 /* A "search-dir <mtime ns> <dir>" line no longer true (-1: the dir did not exist). */
@@ -304,8 +135,6 @@ static int search_dirs_unchanged(const char *text)
 {
     return !each_line(text, "search-dir", search_dir_changed, NULL);
 }
-
-#include "create_fastpath.c" /* a GPU container's create from the create cache */
 
 /* One line in the debug log the config names, in the format the Python side writes. */
 static void log_passthrough(const char *log_path, const char *name, const char *command, const char *bundle,
@@ -478,7 +307,7 @@ static int environ_memfd(char **envp, int *fd_out)
     return 0;
 }
 
-static int is_runtime_shim(const char *program_name)
+int is_runtime_shim(const char *program_name)
 {
     return strncmp(program_name, SHIM_PROGRAM_PREFIX, strlen(SHIM_PROGRAM_PREFIX)) == 0 &&
            (program_name[strlen(SHIM_PROGRAM_PREFIX)] == '\0' || program_name[strlen(SHIM_PROGRAM_PREFIX)] == '.');
@@ -489,8 +318,8 @@ static int is_runtime_shim(const char *program_name)
  * Python's (already reduced) environment the memfd with the caller's environment and our own path.
  * Returns the environment to start Python with, or NULL on failure.
  */
-static char **runtime_shim_prepare(const char *name, const char *self, int argc, char **argv, char **envp,
-                                   char **python_env)
+char **runtime_shim_prepare(const char *name, const char *self, int argc, char **argv, char **envp,
+                            char **python_env)
 {
     try_runtime_passthrough(name, self, argc, argv, envp);
     int fd;

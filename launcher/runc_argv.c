@@ -2,10 +2,12 @@
  * runc 1.1.5's command line, as runc reads it (urfave/cli v1 over Go's flag package), for the launcher:
  * which subcommand runc will run, and the bundle of a create/run. The Python side
  * (runtime_shim/runc_argv.py) has the same rules; tests/unit/runtime_shim/argv_cases.json holds both
- * to the same table, and the table to the real runc. Included by runtime_passthrough.c.
+ * to the same table, and the table to the real runc.
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include "runc_argv.h"
 
 /* runc 1.1.5's global flags: those that take a value, and the booleans. */
 static const char *const runc_value_flags[] = {"log", "log-format", "root", "criu", "rootless", NULL};
@@ -40,7 +42,7 @@ static int go_bool(const char *value)
  * consumed "--"; "-x" and "--x" alike; a value as "=v" or the next argument, whatever it is; booleans
  * only "=v".
  */
-static int runc_globals(int argc, char **argv, int *prints_version)
+int runc_globals(int argc, char **argv, int *prints_version)
 {
     /* help, h, version, v: each its own Go flag; urfave/cli refuses both spellings of one in a line */
     static const char *const printing[] = {"help", "h", "version", "v", NULL};
@@ -125,7 +127,7 @@ static int is_command_flag(const char *arg, int is_run)
  * Go's flag parsing. 1 and *bundle (NULL: the current directory) for a command line with exactly one
  * argument left; 0 when unclear (unknown flag, missing value, not one argument): then Python decides.
  */
-static int runc_create_bundle(int argc, char **argv, int index, const char **bundle)
+int runc_create_bundle(int argc, char **argv, int index, const char **bundle)
 {
     int is_run = strcmp(argv[index], "run") == 0;
     int n = argc - index - 1;

@@ -1,7 +1,7 @@
 /* nvidia-cdi-hook, the hook of CDI specs (createRuntime in ours, createContainer in NVIDIA's), in C: declarations shared by its files.
  *
  *   args.c       the argument chains (ours and NVIDIA's spellings) -> struct hook_tasks
- *   json.c       a strict JSON reader that finds a few members (json.h); json_value.c reads them
+ *   (c_common/json.c, json_value.c: the strict JSON reader the hook shares with the launcher)
  *   container.c  the state on stdin and the bundle's config.json -> the rootfs path
  *   namespace.c  a createRuntime hook joins the container's mount namespace (createContainer: in it)
  *   tasks.c      links, the ld cache (the image's CUDA compat libraries first when they are newer

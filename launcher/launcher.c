@@ -10,10 +10,10 @@
  *   - never hands the interpreter (a dynamic program) a variable glibc's secure mode drops (LD_*,
  *     MALLOC_*, GCONV_PATH, ...: unsecure_names below), whatever the program and its command line;
  *   - runs `python -I -S` (no PYTHON* variables, no user site, no site.py or .pth side effects) with
- *     the install's own import path baked in at install time by libcontainer_c/install_launchers.py;
+ *     the install's own import path baked in at install time by launcher/install_launchers.py;
  *   - picks the program by its own file name (readlink /proc/self/exe), never by argv[0], which the
  *     caller controls.
- * A native program (cdi_hook/, linked with libcontainer_c/src) gets its main called directly, and so
+ * A native program (cdi_hook/, linked with c_common/ and libcontainer_c/src) gets its main called directly, and so
  * does `nvidia-ctk [global options] hook ...` in every spelling (NVIDIA's older specs run their hooks
  * through nvidia-ctk; admin_start below): it is nvidia-cdi-hook, and an image's environment never
  * reaches an interpreter. Every other nvidia-ctk command line that click reads as its own is the
@@ -22,8 +22,11 @@
  *
  * Build: install_launchers.py writes launcher_config.h (GCT_PYTHON, GCT_SYS_PATH_CODE,
  * GCT_TOOLKIT_NAME, GCT_TOOLKIT_VERSION) and runs
- *   gcc -static -O2 -D_GNU_SOURCE -I<dir of launcher_config.h> -Isrc -Icdi_hook launcher.c \
- *       cdi_hook/\*.c src/\*.c -o launcher
+ *   gcc -static -O2 -D_GNU_SOURCE -I<dir of launcher_config.h> -Ilauncher -Icdi_hook -Ic_common \
+ *       -Ilibcontainer_c/src launcher/\*.c cdi_hook/\*.c c_common/\*.c libcontainer_c/src/\*.c -o launcher
+ * (the checkout's top folders; the other files here: runtime_passthrough.c, the runtime shim's fast
+ * path, with runc_argv.c, cache_file.c and the create cache's create_fastpath.c, create_json.c and
+ * create_apply.c; launcher_identity.c, whether a file is one of us).
  * The wheel's build (setup.py) leaves GCT_PYTHON empty: a launcher installed by pip reads the
  * interpreter from the first line of INTERPRETER_FILE beside it, which the installer wrote from
  * "#!python" (PEP 427: scripts starting with "#!python" name the installing interpreter), and
@@ -42,6 +45,8 @@
 
 #include "cdi_hook.h"
 #include "launcher_config.h"
+#include "launcher_identity.h"
+#include "runtime_passthrough.h"
 
 /* Every program's --version line, as cdi/version.py prints it for the Python ones; the version was
  * baked in by install_launchers.py from the package's own (one source). */
@@ -50,8 +55,6 @@ void launcher_print_version(const char *program)
     printf("%s (%s) %s\n", program, GCT_TOOLKIT_NAME, GCT_TOOLKIT_VERSION);
 }
 
-#include "launcher_identity.c"   /* whether a file is one of us (a runtime must not be) */
-#include "runtime_passthrough.c" /* the runtime shim's fast path: runtime commands without Python */
 
 /* What makes this binary (and every copy, link and other installation of it) recognisable as a launcher
  * of this toolkit: an ELF note in a PT_NOTE segment (launcher_identity.c reads it). */
@@ -79,9 +82,9 @@ static const struct program programs[] = {
      * (MIG_STRATEGY, DEVICE_LIST_STRATEGY, ...); never on a container's start path */
     {"nvidia-device-plugin", "device_plugin.main:main", NULL, NULL, 1},
     /* used by the tests: prints what the Python side sees (argv, environment, sys.flags, sys.path) */
-    {"gct-launcher-probe", "libcontainer_c.launcher_probe:main", NULL, NULL, 0},
+    {"gct-launcher-probe", "launcher.launcher_probe:main", NULL, NULL, 0},
     /* the same, classifying its command line as nvidia-ctk does (its `hook` is nvidia-cdi-hook) */
-    {"gct-launcher-probe-ctk", "libcontainer_c.launcher_probe:main", cdi_hook_main, "hook", 1},
+    {"gct-launcher-probe-ctk", "launcher.launcher_probe:main", cdi_hook_main, "hook", 1},
 };
 
 /* Beside a launcher that pip installed: "#!/path/to/python" (see the top) */
