@@ -172,12 +172,15 @@ class MpsShares:
             self._thread = threading.Thread(target=self._watch, name="mps-watch", daemon=True)
             self._thread.start()
 
-    def _dead(self, daemon: _Daemon) -> bool:
+    def _dead(self, daemon: _Daemon) -> str | None:
+        """Why the daemon no longer serves its shares, None while it does."""
         from cdi.mps import DeviceLayout
 
         if daemon.pidfd is None or select.select([daemon.pidfd], [], [], 0)[0]:
-            return True
-        return not os.path.exists(os.path.join(DeviceLayout(self.config.mps_root, daemon.uuid).pipe, "control"))
+            return "ended"
+        if not os.path.exists(os.path.join(DeviceLayout(self.config.mps_root, daemon.uuid).pipe, "control")):
+            return "lost its control socket"
+        return None
 
     def check(self) -> None:
         """One look at every daemon: a dead one's shares Unhealthy, revived, Healthy again."""
@@ -187,11 +190,12 @@ class MpsShares:
 
         with self._lock:
             for daemon in list(self.daemons.values()):
-                if daemon.retry_at is None and not self._dead(daemon):
+                why = self._dead(daemon) if daemon.retry_at is None else None
+                if daemon.retry_at is None and why is None:
                     continue
                 if daemon.retry_at is None:
-                    LOG.error("the MPS control daemon of %s (pid %s) ended; its %d shares are Unhealthy, starting "
-                              "it again", daemon.uuid, daemon.share.get("pid"), len(daemon.share_ids))
+                    LOG.error("the MPS control daemon of %s (pid %s) %s; its %d shares are Unhealthy, starting "
+                              "it again", daemon.uuid, daemon.share.get("pid"), why, len(daemon.share_ids))
                     self.health.set_healthy(daemon.share_ids, False)
                 elif time.monotonic() < daemon.retry_at:
                     continue

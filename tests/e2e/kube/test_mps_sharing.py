@@ -2,8 +2,9 @@
 host: with 2 replicas the kubelet offers 2 nvidia.com/gpu (`<UUID>::0`, `<UUID>::1`) and the plugin runs
 one MPS control daemon for the GPU (under a private --mps-root). Two pods, one share each, run at once;
 in each the simulated CUDA client (gct-cuda-mps-client, mounted from the simulated host) reaches the
-daemon through the share's CDI edits and reads 50% of the threads and half the memory; its own
-CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 still gives 50, 20 gives 20. The daemon killed: ListAndWatch
+daemon through the share's CDI edits and reads 50% of the threads and half the memory; a pod whose spec
+sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 still gets 50 (as does the variable set for one run), 20
+gives 20. The daemon killed: ListAndWatch
 says the two shares are Unhealthy, then Healthy once the plugin has started it again, and a pod that was
 running all along reaches the new daemon (its next client gets a new server, at 50%; the old daemon's
 server was ended). SIGTERM to the plugin stops the daemon."""
@@ -30,16 +31,18 @@ pytestmark = pytest.mark.e2e
 PLUGIN = Path(sys.executable).parent / "nvidia-device-plugin"
 CLIENT = "/usr/local/bin/gct-cuda-mps-client"
 # the limits three ways, then (until the pod ends) the server the client gets, every half second
-PROBE = (f"{CLIENT}; echo ---; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 {CLIENT}; echo ---; "
-         f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=20 {CLIENT}; echo probe-done; "
+PROBE = (f"echo pod_env=${{CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}}; {CLIENT}; echo ---; "
+         f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 {CLIENT}; echo ---; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=20 {CLIENT}; "
+         "echo probe-done; "
          f"while sleep 0.5; do {CLIENT} 2>&1 | grep -e server_pid -e active_thread_percentage= "
          "| tr '\\n' ' '; echo; done")
 
 
-def _mps_pod(name: str, host_root: Path) -> dict:
+def _mps_pod(name: str, host_root: Path, env: dict | None = None) -> dict:
     """A pod asking for one nvidia.com/gpu, with the simulated host's MPS client mounted (it is no driver
-    file, so CDI never injects it)."""
+    file, so CDI never injects it), and env in its container's spec."""
     pod = pod_manifest(name, ["sh", "-c", PROBE], image=images.BUSYBOX_GLIBC_IMAGE, limits={"nvidia.com/gpu": 1})
+    pod["spec"]["containers"][0]["env"] = [{"name": k, "value": v} for k, v in (env or {}).items()]
     pod["spec"]["volumes"] = [{"name": "client", "hostPath": {
         "path": str(host_root / "usr/bin/gct-cuda-mps-client"), "type": "File"}}]
     pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "client", "mountPath": CLIENT, "readOnly": True}]
@@ -70,8 +73,10 @@ def test_two_pods_share_a_gpu_through_mps_and_a_dead_daemon_comes_back(kube_node
         assert sorted(node.wait_allocatable("nvidia.com/gpu", 2)) == shares
         first_daemon = json.loads(share_file.read_text())["pid"]
 
-        for name in ("a", "b"):
-            node.add_static_pod(_mps_pod(name, host))
+        node.add_static_pod(_mps_pod("a", host))
+        # b asks for all the threads in its pod spec: MPS's rule (the client's own value only lowers the
+        # daemon's) keeps it at 50
+        node.add_static_pod(_mps_pod("b", host, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}))
         reports = {}
         for name in ("a", "b"):
             node.wait_static_pod_running(name)
@@ -89,6 +94,7 @@ def test_two_pods_share_a_gpu_through_mps_and_a_dead_daemon_comes_back(kube_node
                 assert values["daemon_active_thread_percentage"] == "50.0", report
                 assert values["active_thread_percentage"] == percentage, report
                 assert f"device=0 name={gpu.uuid} pinned_mem_limit={half} daemon_pinned_mem_limit={half}" in report
+        assert (_report(reports["a"][0])["pod_env"], _report(reports["b"][0])["pod_env"]) == ("none", "100")
         first_server = _report(reports["a"][0])["server_pid"]
 
         # the daemon killed: the shares Unhealthy on ListAndWatch, then Healthy with a new daemon

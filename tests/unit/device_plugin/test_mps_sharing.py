@@ -143,7 +143,10 @@ def test_a_daemon_per_gpu_shares_listed_and_allocated_through_cdi(tmp_path, plug
 
 
 @needs_root
-def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
+@pytest.mark.parametrize("how", ["killed", "socket removed"])
+def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path, plugin_dir, kubelet, sim_hosts, ns,
+                                                                       how):
+    """A daemon SIGKILLed, or one whose control socket is gone (it runs on, unreachable: the plugin ends it)."""
     root, inventory = sim_hosts["plain"]
     plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path))
     gpu, other = inventory.gpus[1], inventory.gpus[0]
@@ -157,7 +160,10 @@ def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path,
         with channel:
             stream = stub.ListAndWatch(pb.Empty(), timeout=60)
             seen.append({d.ID: d.health for d in next(stream).devices})
-            os.kill(before[gpu.uuid]["pid"], signal.SIGKILL)
+            if how == "killed":
+                os.kill(before[gpu.uuid]["pid"], signal.SIGKILL)
+            else:
+                os.unlink(f"/proc/{ns}/root{pipe}/control")
             for listed in stream:
                 seen.append({d.ID: d.health for d in listed.devices})
                 if len(seen) == 3:
@@ -178,7 +184,10 @@ def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path,
     assert revived["daemon_active_thread_percentage"] == 50.0
     assert after[other.uuid]["pid"] == before[other.uuid]["pid"]
     assert pipe_now == pipe_identity
-    assert f"the MPS control daemon of {gpu.uuid} (pid {before[gpu.uuid]['pid']}) ended" in log
+    why = "ended" if how == "killed" else "lost its control socket"
+    assert f"the MPS control daemon of {gpu.uuid} (pid {before[gpu.uuid]['pid']}) {why}" in log
+    if how == "socket removed":      # the unreachable daemon was ended, not left running beside the new one
+        assert _state(before[gpu.uuid]["pid"]) in (None, "Z")
     assert f"MPS control daemon of {gpu.uuid} running again" in log
     assert "Traceback" not in log, log
 
@@ -241,3 +250,11 @@ def test_two_shares_of_a_gpu_in_one_container_name_the_gpu_and_one_share(tmp_pat
     [answer] = allocate(config, resource, request).container_responses
     assert [d.name for d in answer.cdi_devices] == ["nvidia.com/gpu=1", "nvidia.com/gpu=1::1"]
     assert list(answer.annotations.values()) == ["nvidia.com/gpu=1,nvidia.com/gpu=1::1"]
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
