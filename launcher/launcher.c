@@ -391,8 +391,20 @@ int main(int argc, char **argv, char **envp)
         args[k++] = argv[i];
     args[k] = NULL;
     execve(python, args, env);
-    const char *reason = strerror(errno);
+    int exec_errno = errno;
+    const char *reason = strerror(exec_errno);
     char *shown_name = hook_printable(name), *shown_python = hook_printable(python);   /* one printable line */
+    if (exec_errno == EACCES && geteuid() != 0) {
+        /* Not root, where the programs are run as another user: unprivileged LXC runs the CLI as the
+         * container's root (a mapped host uid), a rootless engine as the user. The fix is where the
+         * installation is, not this call: say so (README, Security model). */
+        fprintf(stderr, "%s: error: cannot execute the interpreter as uid %u: %s; this program runs as that "
+                "user here (an unprivileged container's root, a rootless engine): install gpu-container-toolkit "
+                "where every user can read and run it, as the packages do (not in a venv under /root) (%s)\n",
+                shown_name ? shown_name : "gct-launcher", (unsigned)geteuid(), reason,
+                shown_python ? shown_python : "the interpreter");
+        return 127;
+    }
     fprintf(stderr, "%s: error: cannot execute %s (%s)\n", shown_name ? shown_name : "gct-launcher",
             shown_python ? shown_python : "the interpreter", reason);
     return 127;

@@ -373,3 +373,30 @@ def test_a_package_that_is_not_there_is_one_line(wheel_bindir):
     assert done.returncode == 1
     assert done.stderr == (f"nvidia-container-cli: error: cannot start: No module named 'hook' (is "
                            f"gpu-container-toolkit installed for {sys.executable}?)\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running the launcher as another uid needs root")
+def test_an_interpreter_the_user_cannot_reach_says_what_to_fix(wheel_bindir):
+    """Issue 27.12: unprivileged LXC runs nvidia-container-cli as the container's root, a mapped host uid;
+    an interpreter in a folder only root may enter (a venv on a Python under /root) cannot be executed.
+    The line names the uid and what to install where, not only 'Permission denied'."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="gct-launcher-uid-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        shutil.copy2(wheel_bindir / "nvidia-container-cli", base / "nvidia-container-cli")
+        private = base / "private"
+        private.mkdir(mode=0o700)
+        (private / "python3").symlink_to(sys.executable)
+        (base / install_launchers.INTERPRETER_FILE).write_text(f"#!{private}/python3\n")
+        done = subprocess.run([str(base / "nvidia-container-cli"), "--help"], capture_output=True, text=True,
+                              env={}, timeout=30, user=100000, group=100000)
+    finally:
+        shutil.rmtree(base)
+    assert done.returncode == 127
+    assert done.stderr == (
+        "nvidia-container-cli: error: cannot execute the interpreter as uid 100000: Permission denied; this "
+        "program runs as that user here (an unprivileged container's root, a rootless engine): install "
+        "gpu-container-toolkit where every user can read and run it, as the packages do (not in a venv under "
+        f"/root) ({private}/python3)\n")
