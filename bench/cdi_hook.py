@@ -3,11 +3,14 @@
 whole entry (with the CUDA compat check and the ldconfig), on a busybox + glibc rootfs whose procfs
 stand-in has /proc/driver/nvidia/params and which holds copies of the spec's driver libraries where
 the runtime would bind-mount them (the links lead to files, as in a container: ldconfig removes a
-dangling `*.so.*` link). Each run is `unshare -m` (the params mount stays in a namespace of its own)
-of `sh -c 'exec HOOK ... < state.json'`; the floor is the same with `true`. The rows are taken
+dangling `*.so.*` link). The hook is a createRuntime hook: it joins the mount namespace of the state's
+pid (and refuses pid 1, the machine's), so each run gets a process of its own in a new private mount
+namespace (`unshare -m sleep`, started and ended outside the timing; the params mount goes with it) and
+the hook is timed alone, its state on stdin; the floor is `true` in the same place. The rows are taken
 round-robin (bench.harness.time_rounds: each row once per round, the starting row rotated each round,
-after an untimed round). The rootfs is reused from run to run, as a restarted container's is: after the
-first run the links, the ld.so.conf.d drop-in and the cache are already right."""
+after an untimed round). Each row runs twice: on a fresh copy of the rootfs (made and written out before
+the run, not timed: a new container) and on a rootfs reused from run to run (a restarted container,
+where the links, the ld.so.conf.d drop-in and the cache are already right)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +21,11 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from bench.harness import report, run_timed, time_rounds
+import os
+import time
+
+from bench.fresh_host import fresh_copy
+from bench.harness import report, time_rounds
 from tests.e2e.rootfs import make_rootfs
 
 SUBCOMMANDS = ("create-symlinks", "update-ldcache", "enable-cuda-compat", "disable-device-node-modification")
@@ -47,29 +54,57 @@ def run(runs: int) -> str:
         edits = json.loads(spec.read_text())["containerEdits"]
         (entry,) = edits["hooks"]
         args = entry["args"][1:]
-        root = make_rootfs(bundle / "rootfs", glibc=True)
+        image = make_rootfs(Path(tmp, "image"), glibc=True)
         for mount in edits["mounts"]:
             if ".so" in mount["containerPath"]:
-                target = root / mount["containerPath"].lstrip("/")
+                target = image / mount["containerPath"].lstrip("/")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(mount["hostPath"], target)
-        (root / "proc/driver/nvidia").mkdir(parents=True)
-        (root / "proc/driver/nvidia/params").write_text("the container's procfs stand-in\n")
-        (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
-        state = Path(tmp, "state.json")
-        state.write_text(json.dumps({"ociVersion": "1.0.2", "id": "bench", "status": "creating", "pid": 1,
-                                     "bundle": str(bundle)}))
-
-        def in_namespace(argv: list[str]) -> list[str]:
-            quoted = " ".join("'" + a.replace("'", "'\\''") + "'" for a in argv)
-            return ["unshare", "-m", "--propagation", "private", "sh", "-c", f"exec {quoted} < '{state}'"]
-
+        (image / "proc/driver/nvidia").mkdir(parents=True)
+        (image / "proc/driver/nvidia/params").write_text("the container's procfs stand-in\n")
         commands = [
-            ("unshare -m sh -c 'exec true' (floor)", ["true"]),
+            ("true in the hook's place (floor)", ["true"]),
             ("hook: links", [hook, *_steps(args, {"create-symlinks"})]),
             ("hook: links, params", [hook, *_steps(args, {"create-symlinks", "disable-device-node-modification"})]),
             ("hook: the spec's whole entry (with ldconfig)", [hook, *args]),
         ]
-        rows = time_rounds([(label, partial(run_timed, in_namespace(argv))) for label, argv in commands], runs)
-        floor = rows[0]
-        return report(f"nvidia-cdi-hook, {len(args)} arguments of the generated spec's one entry", rows, floor)
+        rows = []
+        for fresh in (True, False):
+            for label, argv in commands:
+                bundle = Path(tmp, f"bundle-{len(rows)}")
+                bundle.mkdir()
+                (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+                shutil.copytree(image, bundle / "rootfs", symlinks=True)
+                rows.append((f"{'' if fresh else 'restart: '}{label}",
+                             partial(_hook_once, argv, bundle, image if fresh else None)))
+        timed = time_rounds(rows, runs)
+        head = f"nvidia-cdi-hook, {len(args)} arguments of the generated spec's one entry"
+        return "\n".join([report(head + ", on a fresh rootfs", timed[:4], timed[0]),
+                          report(head + ", on a reused rootfs (a restart)", timed[4:], timed[4])])
+
+
+def _hook_once(argv: list[str], bundle: Path, image: Path | None) -> float:
+    """Seconds of one run of argv as the createRuntime hook of a container of bundle: its state names a
+    process in a new private mount namespace. image: the rootfs is a fresh copy of it first."""
+    if image is not None:
+        fresh_copy(image, bundle / "rootfs")
+    holder = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "600"],
+                              stdin=subprocess.DEVNULL)
+    try:
+        ours = os.readlink("/proc/self/ns/mnt")
+        deadline = time.monotonic() + 10
+        while os.readlink(f"/proc/{holder.pid}/ns/mnt") == ours:
+            if time.monotonic() > deadline or holder.poll() is not None:
+                raise RuntimeError("unshare -m sleep did not get a mount namespace of its own")
+            time.sleep(0.001)
+        state = json.dumps({"ociVersion": "1.0.2", "id": "bench", "status": "creating", "pid": holder.pid,
+                            "bundle": str(bundle)}).encode()
+        start = time.perf_counter()
+        done = subprocess.run(argv, input=state, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv[0]} failed ({done.returncode}): {done.stderr.decode().strip()}")
+        return elapsed
+    finally:
+        holder.kill()
+        holder.wait()
