@@ -78,7 +78,8 @@ def distinct_devices(devices: list[PluginDevice]) -> list[PluginDevice]:
     """The real devices of devices (replicas of one device collapsed), in order of first appearance."""
     seen: dict[str, PluginDevice] = {}
     for device in devices:
-        seen.setdefault(device.uuid, replace(device, replica=None))
+        if device.uuid not in seen:   # dataclasses.replace only for a replica: ~5 us each
+            seen[device.uuid] = device if device.replica is None else replace(device, replica=None)
     return list(seen.values())
 
 
