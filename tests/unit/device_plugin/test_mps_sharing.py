@@ -193,14 +193,20 @@ def test_a_dead_daemon_marks_its_shares_unhealthy_and_is_started_again(tmp_path,
 
 
 @needs_root
-def test_mps_of_mig_devices_is_refused_as_nvidias_plugin_refuses_it(tmp_path, plugin_dir, sim_hosts, ns):
-    root, _ = sim_hosts["mig-all-same"]
-    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path), "--mig-strategy", "single")
+@pytest.mark.parametrize("host, strategy, message", [
+    ("mig-all-same", "single", "sharing using MPS is not supported for MIG devices (sharing.mps nvidia.com/gpu)"),
+    # under none a GPU in MIG mode is offered whole, and runs no CUDA work of its own
+    ("mig-one", "none", "the GPU is in MIG mode: share its MIG devices instead (GPU-"),
+])
+def test_mps_of_mig_devices_is_refused_as_nvidias_plugin_refuses_it(tmp_path, plugin_dir, sim_hosts, ns, host,
+                                                                    strategy, message):
+    root, _ = sim_hosts[host]
+    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path), "--mig-strategy", strategy)
     plugin.process.wait(timeout=60)
     log = plugin.stop()
     assert plugin.process.returncode == 1
-    assert log.strip().splitlines()[-1].startswith(
-        "nvidia-device-plugin: error: sharing using MPS is not supported for MIG devices (sharing.mps nvidia.com/gpu)")
+    assert log.strip().splitlines()[-1].startswith(f"nvidia-device-plugin: error: {message}"), log
+    assert not list((tmp_path / "mps").glob("*/share.json")), log     # no daemon left behind
 
 
 @needs_root
