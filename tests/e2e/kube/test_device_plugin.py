@@ -343,3 +343,32 @@ def test_four_time_sliced_replicas_of_one_gpu_run_four_pods(kube_node, tmp_path_
     finally:
         log = plugin.stop()
     assert "Traceback" not in log, log
+
+
+def test_the_allocatable_tool_shows_a_media_extension_profile_as_its_own_resource(tmp_path_factory, tmp_path):
+    """`python -m tests.support.kube.allocatable -- PLUGIN...` (the comparison with NVIDIA's plugin,
+    docs/device-plugin.md) on a mixed host whose GPU 1 has 3g.20gb, 1g.5gb and 1g.5gb+me: the real kubelet
+    offers nvidia.com/mig-1g.5gb.me (a `+` would be no valid resource name) beside the other profiles."""
+    import json
+    import os
+    import subprocess
+
+    from tests.support.kube.fixtures import skip_reason_for_node
+
+    reason = skip_reason_for_node("1.7", False)
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("dp-e2e-media") / "host"
+    create_in_process(root, gpus=2, mig_options=("1=3g.20gb,1g.5gb,1g.5gb+me",))
+    inventory = inventory_from_marker(root)
+    done = subprocess.run([sys.executable, "-m", "tests.support.kube.allocatable", "--log", str(tmp_path / "plugin.log"),
+                           "--", str(PLUGIN), "--nvidia-driver-root", str(root), "--mig-strategy", "mixed"],
+                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[3],
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    assert done.returncode == 0, done.stderr + (tmp_path / "plugin.log").read_text()
+    offered = json.loads(done.stdout)["resources"]
+    by_profile = {m.profile: m.uuid for m in inventory.gpus[1].mig_devices}
+    assert offered == {"nvidia.com/gpu": {"count": 1, "ids": [inventory.gpus[0].uuid]},
+                       "nvidia.com/mig-1g.5gb": {"count": 1, "ids": [by_profile["1g.5gb"]]},
+                       "nvidia.com/mig-1g.5gb.me": {"count": 1, "ids": [by_profile["1g.5gb+me"]]},
+                       "nvidia.com/mig-3g.20gb": {"count": 1, "ids": [by_profile["3g.20gb"]]}}
