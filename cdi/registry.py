@@ -15,9 +15,10 @@ import os
 from cdi.errors import InvalidNameError, RequestError, SpecError
 from cdi.qualified_name import parse_qualified_name
 from cdi.record import Record, field
-from cdi.spec import ContainerEdits, Device, Spec, is_yaml_path, parse_spec_text
+from cdi.spec import ContainerEdits, Device, Spec
 from cdi.spec_cache import ValidatedSpecCache
-from cdi.validate import Problem, read_spec_bytes
+from cdi.spec_file import is_yaml_path, parse_spec_text, read_spec_bytes
+from cdi.validate import Problem
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 # Where the packages' nvidia-cdi-refresh writes the spec, as NVIDIA's does: the path errors suggest.

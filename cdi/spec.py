@@ -4,14 +4,15 @@
 the JSON path of the offender; the rules of valid CDI (names, versions, required fields, patterns)
 live in the schema (cdi/schema.json, cdi/validate.py), the one authority. `to_dict` writes fields in
 the usual order and leaves out unset ones, as Go's `omitempty` does, so our output matches other tools.
-YAML lives in cdi/spec_yaml.py so that the JSON path imports no YAML parser.
+YAML lives in cdi/spec_yaml.py so that the JSON path imports no YAML parser; reading and writing spec
+files in cdi/spec_file.py.
 """
 from __future__ import annotations
 
-import os
 
 from cdi.errors import SpecError
 from cdi.record import Record, field, fields
+from cdi.spec_version import minimum_version_of
 
 # value kinds of a field: a scalar type name, a list of one, a str->str map, or a nested record
 STR, INT, BOOL, STRS, INTS, STRMAP = "str", "int", "bool", "strs", "ints", "strmap"
@@ -108,12 +109,14 @@ class Spec(Record):
         return _from_json(cls, data, where)
 
     def to_dict(self) -> dict:
-        from cdi.spec_version import minimum_version
-
         out = _to_json(self)
         # cdiVersion first, as every writer does; fill it in when the caller left it to us
-        return {"cdiVersion": self.version or minimum_version(self), **{k: v for k, v in out.items()
-                                                                          if k != "cdiVersion"}}
+        return {"cdiVersion": self.version or minimum_version_of(out)[0],
+                **{k: v for k, v in out.items() if k != "cdiVersion"}}
+
+    def written_version(self) -> str:
+        """The cdiVersion to_dict writes: the spec's own, else the oldest one its content needs."""
+        return self.version or minimum_version_of(_to_json(self))[0]
 
     def device(self, name: str) -> Device | None:
         return next((d for d in self.devices if d.name == name), None)
@@ -205,128 +208,3 @@ def _to_json(obj: object) -> dict:
             value = dict(value)
         out[key] = value
     return out
-
-
-# --- files -----------------------------------------------------------------------------------------
-
-def is_yaml_path(path: str | os.PathLike) -> bool:
-    return str(path).endswith((".yaml", ".yml"))
-
-
-def parse_spec_text(text: str | bytes, path: str, yaml_format: bool | None = None) -> dict:
-    """The raw document of a spec file (JSON, or YAML with names kept as strings)."""
-    if yaml_format is None:
-        yaml_format = is_yaml_path(path)
-    if yaml_format:
-        from cdi.spec_yaml import load_yaml_document  # imported only when a YAML spec is read
-
-        document = load_yaml_document(text, path)
-    else:
-        from cdi import json_codec   # json_codec: a GPU container's create reads specs without json/re
-
-        try:
-            document = json_codec.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise SpecError(f"invalid JSON: {exc}", path) from None
-    # strict UTF-8 cannot carry a surrogate: only an escape (JSON's \uD800, YAML's \uD800 or \U0000D800)
-    # can make one, so the walk runs only when the text has such an escape
-    escapes = (b"\\u", b"\\U") if isinstance(text, bytes) else ("\\u", "\\U")
-    if escapes[0] in text or escapes[1] in text:
-        _refuse_lone_surrogates(document, path)
-    return document
-
-
-def _refuse_lone_surrogates(document: object, path: str) -> None:
-    """A string (or key) holding a lone surrogate cannot be written out as UTF-8 (into config.json, by
-    the runtime) and no spec writer makes one: the spec is invalid."""
-    stack = [document]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack += value
-            stack += value.values()
-        elif isinstance(value, list):
-            stack += value
-        elif isinstance(value, str) and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise SpecError("invalid spec: a string holds a lone surrogate", path) from None
-
-
-def _check_hook_env(spec: Spec, where: str) -> None:
-    """Project rule (docs/reference.md#hook-env): every hook we write carries a non-empty env. Engines
-    drop an empty one, and the hook then runs with the image's environment (runc) or the engine's (crun)."""
-    edits = [("$.containerEdits", spec.container_edits)] + \
-        [(f"$.devices[{i}].containerEdits", d.container_edits) for i, d in enumerate(spec.devices)]
-    for at, e in edits:
-        for j, hook in enumerate(e.hooks if e else []):
-            if not hook.env:
-                raise SpecError(f"{at}.hooks[{j}]: a hook we write must carry a non-empty env", where)
-
-
-def _yaml_text(document: dict) -> str:
-    """The document as cdi.spec_yaml writes it: by cdi.yaml_plain when it can be sure of the very same
-    text (a generated spec; no PyYAML import), else by PyYAML."""
-    from cdi.yaml_plain import dump_plain_yaml
-
-    text = dump_plain_yaml(document)
-    if text is None:
-        from cdi.spec_yaml import dump_yaml_document
-
-        text = dump_yaml_document(document)
-    return text
-
-
-def render_spec(spec: Spec, where: str, yaml_format: bool = False, own_hooks: bool = True) -> str:
-    """The spec as JSON or YAML text, checked first as write_spec checks it (SpecError naming `where`).
-    own_hooks=False: the hooks are someone else's, passed on as they are (`cdi transform`), so the rule
-    for the hooks this toolkit writes (_check_hook_env) is not theirs."""
-    from cdi.validate import validate_document
-
-    document = spec.to_dict()
-    validate_document(document, where, raise_first=True)
-    if own_hooks:
-        _check_hook_env(spec, where)
-    if yaml_format:
-        return _yaml_text(document)
-    import json
-
-    return json.dumps(document, indent=2) + "\n"
-
-
-def write_spec(spec: Spec, path: str | os.PathLike, mode: int = 0o644,
-               yaml_format: bool | None = None, own_hooks: bool = True) -> str | os.PathLike:
-    """Write spec to path (format by extension, unless yaml_format says) through a temp file and a
-    rename, so a reader never sees half a spec; the content is validated first, so we never write a
-    spec consumers reject. Returns path as given. A path that is (or links to) a device, FIFO or socket
-    is refused: the rename would put a regular file in its place (`--output /dev/null` once replaced
-    the host's /dev/null)."""
-    import stat
-
-    from cdi.new_file import create_new_file   # only when writing: reading specs imports neither
-
-    name = os.fspath(path)
-    text = render_spec(spec, name, is_yaml_path(name) if yaml_format is None else yaml_format, own_hooks)
-    try:
-        st = os.stat(name)
-    except FileNotFoundError:
-        pass
-    else:
-        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) or stat.S_ISFIFO(st.st_mode) \
-                or stat.S_ISSOCK(st.st_mode):
-            raise SpecError("not a regular file: writing the spec (a new file renamed over the path) would "
-                            "replace it", name)
-    folder, base = os.path.split(name)
-    fd, tmp = create_new_file(folder, f".{base}.", ".tmp", 0o600, token_bytes=6)   # as tempfile.mkstemp
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(text.encode("utf-8"))
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, name)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path

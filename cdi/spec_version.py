@@ -4,7 +4,8 @@ Writers emit the OLDEST version the content needs, because consumers accept only
 know (podman 4.3: 0.2.0..0.5.0); readers reject a spec that declares an older version than its
 content needs, since a consumer of that version would silently ignore the newer fields.
 Works on the raw document (a dict) so the validator can use it before any type conversion, on documents
-the schema has refused too: every member is looked at only when it has the type it should have.
+the schema has refused too: every member is looked at only when it has the type it should have
+(Spec.to_dict turns a typed spec into one).
 """
 from __future__ import annotations
 
@@ -71,11 +72,3 @@ def minimum_version_of(document: dict) -> tuple[str, str]:
             best = (version, why)
     return best
 
-
-def minimum_version(spec: object) -> str:
-    """The oldest cdiVersion for a cdi.spec.Spec (or a raw document)."""
-    if not isinstance(spec, dict):
-        from cdi.spec import _to_json
-
-        spec = _to_json(spec)
-    return minimum_version_of(spec)[0]

@@ -7,7 +7,8 @@ of already validated files (cdi.registry) and does not even get here. Besides th
 two rules a JSON Schema cannot express are checked here: device names are unique within a spec, and
 `cdiVersion` is at least the version the content needs (cdi.spec_version).
 
-Every problem names the file, the JSON path and the rule broken, one line each.
+Every problem names the file, the JSON path and the rule broken, one line each. Reading a spec file
+and checking it with these rules is cdi/spec_file.py's.
 """
 from __future__ import annotations
 
@@ -15,13 +16,9 @@ import os
 
 from cdi.errors import SpecError, what_where
 from cdi.record import Record
-from cdi.regular_file import read_regular_file
-from cdi.spec import Spec, parse_spec_text
 from cdi.spec_version import KNOWN_VERSIONS, minimum_version_of, version_key
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json")
-# A spec is a few hundred KiB at most; refusing giants keeps a hostile file from eating memory.
-MAX_SPEC_BYTES = 16 * 1024 * 1024
 MAX_PROBLEMS_PER_FILE = 50
 
 _schema = None     # schema.json parsed, once per process: both checks below read it, neither changes it
@@ -161,48 +158,3 @@ def validate_document(document: object, file: str, raise_first: bool = False) ->
     if raise_first and problems:
         raise SpecError(f"invalid CDI spec: {problems[0].what}", file)
     return problems
-
-
-def read_spec_bytes(path: str | os.PathLike) -> tuple[bytes, os.stat_result]:
-    """The content of a spec file and the fstat of the very file read (the cache key of cdi.registry)."""
-    try:
-        return read_regular_file(path, MAX_SPEC_BYTES)
-    except ValueError as exc:
-        raise SpecError(str(exc), str(path)) from None
-
-
-def load_document(path: str | os.PathLike) -> tuple[dict, os.stat_result]:
-    data, st = read_spec_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text: byte {exc.start}", str(path)) from None
-    return parse_spec_text(text, str(path)), st
-
-
-def load_spec_file(path: str | os.PathLike) -> Spec:
-    """The validated spec in path, or a SpecError naming its first problem (and how many there are)."""
-    spec, problems = check_spec_file(path)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SpecError(f"invalid CDI spec: {problems[0].what}{more}", str(path))
-    return spec
-
-
-def check_spec_file(path: str | os.PathLike) -> tuple[Spec | None, list[Problem]]:
-    """Read, parse and validate one spec file: (the spec, []) or (None, its problems).
-    A file that cannot be read or parsed is one problem at `$`."""
-    file = str(path)
-    try:
-        document, _ = load_document(path)
-    except SpecError as exc:
-        return None, [Problem(file, "$", "parse", exc.what)]
-    except OSError as exc:
-        return None, [Problem(file, "$", "read", exc.strerror or str(exc))]
-    problems = validate_document(document, file)
-    if problems:
-        return None, problems
-    try:
-        return Spec.from_dict(document), []
-    except SpecError as exc:  # cannot happen for a document the schema accepted; kept as a clear error
-        return None, [Problem(file, exc.where or "$", "type", exc.what)]

@@ -34,7 +34,7 @@ def _message(level: str, text: str) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate(files: tuple[str, ...]) -> int:
     """Check CDI spec FILES against the strict schema; report every problem, one line each."""
-    from cdi.validate import check_spec_file
+    from cdi.spec_file import check_spec_file
 
     bad = 0
     for file in files:

@@ -83,7 +83,7 @@ HELP = "Generate a CDI spec for the GPUs and MIG devices of this host (or of a d
 def _format_for(output: str | None, fmt: str | None) -> str:
     """--format, else the output's extension, else YAML (as NVIDIA's tool). A format that contradicts
     the extension is refused: CDI consumers parse by extension."""
-    from cdi.spec import is_yaml_path
+    from cdi.spec_file import is_yaml_path
 
     by_extension = None
     if output and output != "-":
@@ -99,10 +99,8 @@ def _format_for(output: str | None, fmt: str | None) -> str:
 def _say_written(spec, output: str) -> None:
     """What was written, in one line on stderr, as NVIDIA's tool logs `Generated CDI spec with version
     0.5.0` at info level (a spec on stdout says it itself)."""
-    from cdi.spec_version import minimum_version
-
     count = len(spec.devices)
-    info(f"generated CDI spec with version {spec.version or minimum_version(spec)}: {count} "
+    info(f"generated CDI spec with version {spec.written_version()}: {count} "
          f"{spec.kind} device{'s' if count != 1 else ''} in {output}")
 
 
@@ -133,7 +131,7 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
     from cdi.errors import CdiError
     from cdi.generate import generate_spec
     from cdi.nvml import load_inventory
-    from cdi.spec import render_spec, write_spec
+    from cdi.spec_file import render_spec, write_spec
 
     if mode in _UNSUPPORTED_MODES:
         raise CliError(f"mode {mode} cannot apply here: it describes {_UNSUPPORTED_MODES[mode]}; this toolkit "

@@ -25,9 +25,10 @@ def transform() -> None:
 def root_command(root: str, to: str, relative_to: str, input_file: str, output: str | None) -> None:
     """Move every path of a CDI spec under --from to --to (NVIDIA's `cdi transform root`)."""
     from cdi.errors import CdiError
-    from cdi.spec import Spec, parse_spec_text, render_spec, write_spec
+    from cdi.spec import Spec
+    from cdi.spec_file import parse_spec_text, read_spec_bytes, render_spec, write_spec
     from cdi.transform_root import transform_root
-    from cdi.validate import read_spec_bytes, validate_document
+    from cdi.validate import validate_document
     from ctk.files import make_parent_dirs
 
     for value, flag in ((root, "--from"), (to, "--to")):

@@ -56,7 +56,7 @@ def run_without_click(args: list[str]) -> int | None:
         return None
     from ctk.cdi_generate_run import generate
     from ctk.errors import CliError, report_failure
-    from ctk.main import PROG, configure_logging
+    from ctk.program import PROG, configure_logging
 
     debug, params = parsed
     CliError.prog = PROG

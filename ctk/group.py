@@ -9,6 +9,8 @@ import importlib
 
 import click
 
+from ctk.program import configure_logging
+
 # command name -> "module:attribute" of a click command or group
 COMMANDS = {
     "cdi": "ctk.cdi_cmd:cdi",
@@ -57,6 +59,4 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.option("-q", "--quiet", is_flag=True, help="Errors only: no warnings, no news lines (overrides --debug).")
 def cli(debug: bool, quiet: bool) -> None:
     """NVIDIA Container Toolkit admin CLI (gpu-container-toolkit)."""
-    from ctk.main import configure_logging
-
     configure_logging(debug, quiet)

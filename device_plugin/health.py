@@ -10,7 +10,7 @@ Beyond NVIDIA's (whose devices never come back), a GPU that NVML lost and that a
 reset (GpuRecovered) is marked Healthy again, with its MIG devices (HealthWatcher.recover).
 
 The events come from an EventSource (one `wait(timeout)` call): the program's is NVML's
-(device_plugin.health_nvml), tests give their own.
+(device_plugin.health_nvml.nvml_event_source), tests give their own.
 """
 from __future__ import annotations
 
@@ -181,10 +181,3 @@ class HealthWatcher:
 
     def stop(self) -> None:
         self._stop.set()
-
-
-def nvml_event_source(driver_root: str) -> EventSource | None:
-    """NVML's XID events for the GPUs of driver_root (device_plugin.health_nvml); None when NVML gives none."""
-    from device_plugin.health_nvml import nvml_event_source as from_nvml
-
-    return from_nvml(driver_root)

@@ -114,11 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e))
     configure_logging()
     from device_plugin.cdi_spec import refresh_spec
-    from device_plugin.manager import InitError, PluginManager, Sources
-
-    from device_plugin.health import nvml_event_source
-
+    from device_plugin.health_nvml import nvml_event_source
     from device_plugin.labels_command import remove_node_labels, write_node_labels
+    from device_plugin.manager import InitError, PluginManager, Sources
 
     sources = Sources(config=lambda: resolve(given), inventory=_inventory, topology=_topology,
                       refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.local_driver_root),

@@ -132,7 +132,8 @@ class MpsShares:
 
     def _write_spec(self, config, wanted) -> None:
         from cdi.mps import share_edits
-        from cdi.spec import Device, Spec, write_spec
+        from cdi.spec import Device, Spec
+        from cdi.spec_file import write_spec
 
         devices = []
         for uuid, (device, share_ids) in sorted(wanted.items(), key=lambda item: item[1][0].gpu_index):

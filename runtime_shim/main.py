@@ -191,9 +191,13 @@ def run(program: str, args: list[str], environ: dict[str, str], launcher_exe: st
     # with the bundle untouched
     runtime = find_low_level_runtime(config.nvidia_container_runtime.runtimes, search_path)
     debug_log = config.nvidia_container_runtime.debug
-    runtime_cache.write_cache(environ, identity, runtime,
-                              debug_log if debug_log and debug_log != "/dev/null" else None,
-                              runtime_cache.request_markers(config), runtime_cache.key_rules(config))
+    written = runtime_cache.write_cache(environ, identity, runtime,
+                                        debug_log if debug_log and debug_log != "/dev/null" else None,
+                                        runtime_cache.request_markers(config), runtime_cache.key_rules(config))
+    if written is not None:
+        from runtime_shim.stale_caches import prune_stale   # only after a write, which is rare
+
+        prune_stale(os.path.dirname(written), keep=written)
     log.debug("argv %s: command %s, low-level runtime %s", args, command.command, runtime)
     replaced = None
     if command.modify:

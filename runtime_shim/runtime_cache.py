@@ -242,24 +242,23 @@ def read_cache(path: str, magic: str = MAGIC, limit: int = MAX_CACHE_BYTES) -> d
 
 
 def write_cache(environ: dict[str, str], identity_before: str | None, runtime: str, debug_log: str | None,
-                markers: list[str] = (), rules: list[tuple[str, str]] = ()) -> None:
+                markers: list[str] = (), rules: list[tuple[str, str]] = ()) -> str | None:
     """Record runtime (and the request markers) for the launcher, if the config file is still the one
     that was read (identity_before, taken before reading it). A cache that cannot be written only
-    costs speed."""
+    costs speed. Returns the file's path when it was (re)written, else None."""
     config = config_path_string(environ)
     if identity_before is None or config_identity(config) != identity_before:
-        return
+        return None
     target = cache_file(environ)
     if target is None:
-        return
+        return None
     text = render(config, identity_before, search_path(environ), runtime, debug_log, markers, rules)
     if text is None:
-        return
+        return None
     data = seal(text.encode("utf-8"))
     if read_trusted_bytes(target) == data:
-        return
-    if write_cache_file(target, data, ".runtime-cache"):
-        prune_stale(os.path.dirname(target), keep=target)
+        return None
+    return target if write_cache_file(target, data, ".runtime-cache") else None
 
 
 def write_cache_file(target: str, data: bytes, temp_prefix: str) -> bool:
@@ -290,31 +289,5 @@ def write_cache_file(target: str, data: bytes, temp_prefix: str) -> bool:
         if tmp is not None:
             try:
                 os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def prune_stale(directory: str, keep: str) -> None:
-    """Remove cache files whose config file is gone (it existed when they were written): one file per
-    config path would otherwise pile up, e.g. for configs in temp dirs. Runs only when a cache was
-    just written, which is rare; a file another process still wants is merely rewritten."""
-    try:
-        names = [n for n in os.listdir(directory) if n.startswith(("runtime-", "create-")) and n.endswith(".cache")]
-    except OSError:
-        return
-    for name in names:
-        path = os.path.join(directory, name)
-        if path == keep:
-            continue
-        if name.startswith("runtime-"):
-            fields = read_cache(path)
-        else:
-            from runtime_shim import create_cache
-
-            fields = read_cache(path, create_cache.MAGIC, create_cache.MAX_CACHE_BYTES)
-        config, identity = fields.get("config", [None])[0], fields.get("identity", [None])[0]
-        if config and identity and identity != "missing" and config_identity(config) == "missing":
-            try:
-                os.unlink(path)
             except OSError:
                 pass

@@ -28,11 +28,10 @@ from pathlib import Path
 from simulator import device_nodes, native_build
 from simulator.driver_files import (BIN_DIR, BINARIES, DEV_SYMLINKS, GSP_FIRMWARE, LIB32_DIR, LIB64_DIR,
                                     LIBRARIES, MPS_BINARIES)
-from simulator.host_spec import SimHost, SimulatorError, build_host_spec
+from simulator.host_spec import MARKER_NAME, SimHost, SimulatorError, build_host_spec
 from simulator.host_state import make_state_dir
 from simulator.kernel_files import kernel_files
 
-MARKER_NAME = ".nvidia-simulated-host.json"
 MARKER_FORMAT = 1
 
 

@@ -18,6 +18,8 @@ MAX_IMEX_CHANNELS = 2048   # the driver's default NVreg_ImexChannelCount
 DEFAULT_GPUS = 2
 DEFAULT_DRIVER_VERSION = "550.54.15"
 DEFAULT_CUDA_VERSION = "12.4"
+# the file in a built host's root that holds this description (and marks the directory as a simulated host)
+MARKER_NAME = ".nvidia-simulated-host.json"
 
 # DGX-style PCI bus numbers; beyond eight GPUs the pattern repeats in the next free buses.
 _PCI_BUSES = (0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD,

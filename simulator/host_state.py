@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from simulator.host_spec import SimulatorError
+from simulator.host_spec import MARKER_NAME, SimulatorError
 
 STATE_DIR = "run/nvidia-simulated-host"
 EVENTS_FILE = "events"
@@ -32,8 +32,6 @@ def make_state_dir(root: Path) -> None:
 
 def _gpu(root: Path, gpu: int, where: str) -> dict:
     import json
-
-    from simulator.host_builder import MARKER_NAME
 
     try:
         gpus = json.loads((root / MARKER_NAME).read_text())["inventory"]["gpus"]

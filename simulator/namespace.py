@@ -31,7 +31,7 @@ import sys
 
 from cdi.errors import message_line, what_where
 from simulator.driver_files import BIN_DIR, LIB64_DIR
-from simulator.host_builder import MARKER_NAME
+from simulator.host_spec import MARKER_NAME
 from simulator.host_spec import SimulatorError
 
 # The simulated host's device nodes and folders of them, in its dev/.

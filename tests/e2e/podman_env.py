@@ -23,7 +23,8 @@ from typing import Iterator
 
 import pytest
 
-from cdi.spec import Spec, write_spec
+from cdi.spec import Spec
+from cdi.spec_file import write_spec
 from tests.e2e.engines import PrivatePodman, busybox_image_tar, short_tempdir, start_podman, stop_podman
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 

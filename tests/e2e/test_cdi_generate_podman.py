@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cdi.spec import Hook
-from cdi.validate import load_spec_file
+from cdi.spec_file import load_spec_file
 from tests.e2e.engines import short_tempdir, start_podman, stop_podman
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.podman_env import installed_spec

@@ -46,7 +46,8 @@ def _ctk(*args: str) -> subprocess.CompletedProcess:
 def _share_in_a_container(gpu_host, work) -> dict:
     """(In a private mount namespace.) The container's output, the daemon's status, the shm's files."""
     from cdi.mps import share_edits
-    from cdi.spec import Device, Spec, write_spec
+    from cdi.spec import Device, Spec
+    from cdi.spec_file import write_spec
 
     mps_root = work / "mps"
     _ctk("mps", "start", "--device", "0", "--replicas", "2", "--mps-root", str(mps_root),

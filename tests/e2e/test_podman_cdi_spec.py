@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec
-from cdi.validate import load_document
+from cdi.spec_file import load_document
 
 pytestmark = pytest.mark.e2e
 

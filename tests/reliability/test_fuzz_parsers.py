@@ -25,7 +25,7 @@ from cdi.registry import Registry
 from cdi.request import resolve_device_request
 from cdi.selection import select_and_check
 from cdi.spec_cache import ValidatedSpecCache
-from cdi.validate import check_spec_file
+from cdi.spec_file import check_spec_file
 from runtime_shim import bundle_spec, runtime_cache
 from runtime_shim.errors import runc_log_line
 from runtime_shim.main import modify_bundle

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from cdi.validate import load_spec_file
+from cdi.spec_file import load_spec_file
 from tests.e2e.podman_env import installed_spec
 from tests.e2e.rootfs import make_rootfs, rootfs_tar
 from tests.e2e.test_cdi_generate_podman import LIBDIR, NVIDIA_CTK, PROBE, run, setup  # noqa: F401  (fixture)

@@ -13,7 +13,7 @@ import pytest
 
 from cdi.registry import Registry
 from cdi.spec_cache import ValidatedSpecCache
-from cdi.validate import check_spec_file
+from cdi.spec_file import check_spec_file
 from tests.support.json_mutation import member_paths, random_value, replace_or_remove
 
 FULL = {

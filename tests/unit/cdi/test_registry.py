@@ -227,7 +227,8 @@ def test_cdi_mode_path_from_request_to_oci_spec(dirs):
     """What the shim does in cdi mode: request -> qualified names -> registry -> edits applied."""
     from cdi.config import Config
     from cdi.request import resolve_device_request
-    from cdi.spec import ContainerEdits, Device, DeviceNode, Spec, write_spec
+    from cdi.spec import ContainerEdits, Device, DeviceNode, Spec
+    from cdi.spec_file import write_spec
 
     low, _ = dirs
     node = DeviceNode(path="/dev/nvidia1", type="c", major=195, minor=1, file_mode=0o666)

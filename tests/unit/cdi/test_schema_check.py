@@ -175,7 +175,8 @@ def test_a_cycle_of_definitions_compiles():
 def test_a_valid_spec_is_written_without_importing_jsonschema(tmp_path):
     """The point of the compiled form: `cdi generate` validates its own output without jsonschema."""
     code = ("import sys\n"
-            "from cdi.spec import Spec, write_spec\n"
+            "from cdi.spec import Spec\n"
+            "from cdi.spec_file import write_spec\n"
             "spec = Spec.from_dict(json.loads(sys.argv[1]))\n"
             "write_spec(spec, sys.argv[2])\n"
             "print('jsonschema' in sys.modules)\n")

@@ -5,9 +5,8 @@ import os
 import pytest
 
 from cdi.errors import SpecError
-from cdi.spec import (ContainerEdits, Device, DeviceNode, Hook, IntelRdt, Mount, NetDevice, Spec,
-                      parse_spec_text, render_spec, write_spec)
-from cdi.validate import check_spec_file, load_document
+from cdi.spec import ContainerEdits, Device, DeviceNode, Hook, IntelRdt, Mount, NetDevice, Spec
+from cdi.spec_file import check_spec_file, load_document, parse_spec_text, render_spec, write_spec
 
 
 def full_spec() -> Spec:
@@ -175,7 +174,7 @@ def test_writer_refuses_hooks_without_env(tmp_path):
 
 
 def test_render_spec_and_explicit_format(tmp_path):
-    from cdi.spec import render_spec
+    from cdi.spec_file import render_spec
 
     spec = full_spec()
     assert json.loads(render_spec(spec, "<stdout>")) == spec.to_dict()
@@ -188,7 +187,7 @@ def test_render_spec_and_explicit_format(tmp_path):
 
 
 def test_absurd_numbers_are_schema_errors_not_crashes(tmp_path):
-    from cdi.validate import check_spec_file
+    from cdi.spec_file import check_spec_file
 
     digits = "9" * 5000
     path = tmp_path / "n.yaml"

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from cdi.validate import check_spec_file, validate_document
+from cdi.spec_file import check_spec_file
+from cdi.validate import validate_document
 
 
 def problems_of(document):
@@ -148,7 +149,7 @@ def test_many_errors_are_capped(document):
 
 def test_load_spec_file(tmp_path, document):
     from cdi.errors import SpecError
-    from cdi.validate import load_spec_file
+    from cdi.spec_file import load_spec_file
 
     path = tmp_path / "a.json"
     path.write_text(json.dumps(document))

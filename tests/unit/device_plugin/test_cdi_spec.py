@@ -39,7 +39,8 @@ def _host_paths(spec):
 def test_in_a_container_the_spec_names_the_nodes_paths(sim_hosts, tmp_path, node_root):
     """The DaemonSet's way (packaging/kubernetes): the node's driver root mounted at --container-driver-root,
     read there; the spec containerd applies on the node names the node's paths, never the mount's."""
-    from cdi.spec import Spec, parse_spec_text
+    from cdi.spec import Spec
+    from cdi.spec_file import parse_spec_text
     from device_plugin.cdi_spec import refresh_spec
     from device_plugin.config import resolve
     from device_plugin.main import parse_args

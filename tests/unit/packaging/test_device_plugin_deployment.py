@@ -116,7 +116,8 @@ def test_the_daemonsets_config_writes_a_spec_of_the_nodes_paths(tmp_path):
     """The ConfigMap's config and the container's command, run against a simulated host standing for the
     node's / mounted at /driver-root: the spec written into the CDI folder names the node's paths (which
     containerd opens on the node) and every device the plugin hands out under cdi-cri."""
-    from cdi.spec import Spec, parse_spec_text
+    from cdi.spec import Spec
+    from cdi.spec_file import parse_spec_text
     from device_plugin.allocate import cdi_name
     from device_plugin.cdi_spec import refresh_spec
     from device_plugin.resources import build_resources

@@ -140,7 +140,8 @@ def make_cdi_shim_env(root: Path, bindir: Path) -> ShimEnv:
     """A shim in cdi mode with a spec dir holding devices 0, 1, GPU-abc and all (nodes like /dev/null and
     /dev/zero, private_node) and common edits (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidiactl, one library
     mount)."""
-    from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec, write_spec
+    from cdi.spec import ContainerEdits, Device, DeviceNode, Mount, Spec
+    from cdi.spec_file import write_spec
 
     env = make_shim_env(root, bindir)
     null, zero = private_node(root, "/dev/null"), private_node(root, "/dev/zero")

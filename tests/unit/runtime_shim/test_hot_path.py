@@ -10,7 +10,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from cdi.spec import ContainerEdits, Device, DeviceNode, Spec, write_spec
+from cdi.spec import ContainerEdits, Device, DeviceNode, Spec
+from cdi.spec_file import write_spec
 from tests.unit.runtime_shim.shim_env import make_bundle, minimal_spec
 
 REPO = Path(__file__).resolve().parents[3]
