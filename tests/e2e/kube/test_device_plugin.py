@@ -37,10 +37,10 @@ def host(tmp_path_factory):
 class Plugin:
     """nvidia-device-plugin started inside the node's namespace, stopped with SIGTERM (its log kept)."""
 
-    def __init__(self, node, args: list[str], log: Path):
+    def __init__(self, node, args: list[str], log: Path, prefix: tuple[str, ...] = ()):
         self.log = log
         self.out = open(log, "w")
-        self.process = node.popen([str(PLUGIN), *args], stdout=self.out, stderr=self.out)
+        self.process = node.popen([*prefix, str(PLUGIN), *args], stdout=self.out, stderr=self.out)
 
     def stop(self) -> str:
         if self.process.poll() is None:
@@ -113,6 +113,39 @@ def test_pods_get_exactly_their_gpu_and_mig_device_through_containerd_cdi(kube_n
     finally:
         log = plugin.stop()
     assert "Traceback" not in log and "kubelet.sock re-created" in log, log
+
+
+def test_the_daemonsets_way_a_spec_of_the_nodes_paths_reaches_the_pod(kube_node, host, tmp_path):
+    """As in packaging/kubernetes/: the plugin reads the node's driver root through a mount of it elsewhere
+    (--container-driver-root, here a bind mount in the node's namespace standing for the container's
+    /driver-root; the plugin runs in a mount namespace of its own where the node's path of the root is
+    covered, as a container has no such path) and writes the spec into the node's /var/run/cdi naming the
+    node's own paths (--nvidia-driver-root): containerd 1.7 applies it and the pod gets its GPU. The spec
+    names no path of the mount, which containerd could not open."""
+    root, inventory = host
+    mount = tmp_path / "driver-root"
+    mount.mkdir()
+    node = kube_node(containerd=ContainerdSettings(version="1.7", cdi_spec_dirs=("/var/run/cdi",)), glibc_image=True)
+    node.run(["mount", "--bind", str(root), str(mount)], check=True)
+    hook = Path(sys.executable).parent / "nvidia-cdi-hook"
+    plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--container-driver-root", str(mount),
+                           "--nvidia-ctk-path", str(hook), "--mig-strategy", "mixed",
+                           "--device-list-strategy", "cdi-cri", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log",
+                    prefix=("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            'mount -t tmpfs none "$0" && exec "$@"', str(root)))
+    try:
+        assert node.wait_allocatable("nvidia.com/gpu", 1) == [inventory.gpus[0].uuid]
+        spec = node.path("/var/run/cdi/nvidia.yaml").read_text()
+        assert str(mount) not in spec and f"hostPath: {root}/dev/nvidia0" in spec, spec[:2000]
+        node.add_static_pod(_gpu_pod("node-paths", "nvidia.com/gpu"))
+        node.wait_static_pod_running("node-paths")
+        lines = _probe(node, "node-paths")
+        assert [line for line in lines if line.startswith("smi GPU")] == [
+            f"smi GPU 0: {inventory.gpus[0].name} (UUID: {inventory.gpus[0].uuid})"], lines
+        assert "dev /dev/nvidia0" in lines and "dev /dev/nvidia1" not in lines, lines
+    finally:
+        log = plugin.stop()
+    assert "Traceback" not in log, log
 
 
 @pytest.mark.parametrize("strategy", ["cdi-annotations", "envvar", "volume-mounts"])
