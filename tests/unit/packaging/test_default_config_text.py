@@ -80,3 +80,16 @@ def test_csv_is_not_offered_as_a_mode():
     comment = comments_by_key(CONFIG)["nvidia-container-runtime.mode"]
     assert re.search(r"csv mode \([^)]*\) is not supported", comment), comment
     assert "`csv` is refused" in README
+
+
+def test_conffile_comments_agree_with_readme_on_lookup_order_and_swarm_resource():
+    """Two comments said otherwise than README (issue 27, item 10): the hook's bare name is looked
+    for beside the runtime before PATH (runtime_shim.modes.find_hook), and swarm-resource is a comma
+    list of variables tried before NVIDIA_VISIBLE_DEVICES (cdi.request.swarm_names)."""
+    comments = comments_by_key(CONFIG)
+    assert "beside the shim, then `PATH`" in README
+    hook = comments["nvidia-container-runtime-hook.path"]
+    assert re.search(r"beside\s+nvidia-container-runtime first.*then in PATH", hook), hook
+    assert "comma-separated variables that name the devices, tried before `NVIDIA_VISIBLE_DEVICES`" in README
+    swarm = comments["swarm-resource"]
+    assert "comma-separated" in swarm and "before NVIDIA_VISIBLE_DEVICES" in swarm, swarm

@@ -232,6 +232,70 @@ def test_refresh_never_removes_what_it_did_not_make(tmp_path):
     assert "left the CDI spec" in _refresh(script, env, "--remove") and spec.exists()
 
 
+def test_refresh_never_overwrites_a_spec_it_did_not_write(tmp_path):
+    """With a driver present: a hand-made spec at the path, or the spec written here and edited
+    since, is left as it is (issue 27, item 10: install and upgrade overwrote an admin's spec);
+    once the admin removes it, the refresh writes one again."""
+    spec = tmp_path / "cdi" / "nvidia.yaml"
+    spec.parent.mkdir()
+    spec.write_text("kind: nvidia.com/gpu\n# the admin's own\n")
+    script, env = _refresh_script(tmp_path, CTK_WITH_DRIVER_FILE, defaults=f"NVIDIA_CDI_SPEC_FILE={spec}\n")
+    (tmp_path / "driver").touch()
+    assert _refresh(script, env) == (f"nvidia-cdi-refresh: left the CDI spec {spec}: this package did not write it "
+                                     "as it is now (remove it for a new one)\n")
+    assert spec.read_text().endswith("# the admin's own\n")
+    assert sorted(p.name for p in spec.parent.iterdir()) == ["nvidia.yaml"], "no record of a spec not written"
+    spec.unlink()
+    assert "wrote the CDI spec" in _refresh(script, env)
+    assert "wrote the CDI spec" in _refresh(script, env), "its own spec is written again"
+    with open(spec, "a") as f:
+        f.write("# edited\n")
+    assert "left the CDI spec" in _refresh(script, env)
+    assert spec.read_text().endswith("# edited\n")
+
+
+def _package_setup(tmp_path: Path, unit_state: str | None) -> tuple[subprocess.CompletedProcess, Path]:
+    """gct-package-setup configure with stand-ins: the environment's python, the refresh program (it
+    notes that it ran) and, unless unit_state is None, a systemctl whose is-enabled answers
+    unit_state for nvidia-cdi-refresh.service. The package's state dirs are moved under tmp_path."""
+    prefix = tmp_path / "prefix"
+    for name, body in (("bin/python", "exit 0"), ("libexec/nvidia-cdi-refresh", 'echo ran > "$(dirname "$0")/ran"')):
+        (prefix / name).parent.mkdir(parents=True, exist_ok=True)
+        (prefix / name).write_text(f"#!/bin/sh\n{body}\n")
+        (prefix / name).chmod(0o755)
+    fake_bin = tmp_path / "fake-bin"
+    fake_bin.mkdir()
+    for tool in ("sh", "rm", "rmdir", "dirname", "find", "readlink"):
+        (fake_bin / tool).symlink_to(shutil.which(tool))
+    if unit_state is not None:
+        (fake_bin / "systemctl").write_text(
+            '#!/bin/sh\n[ "$1 $2" = "is-enabled nvidia-cdi-refresh.service" ] || exit 9\n'
+            f'echo {unit_state}\n[ {unit_state} = enabled ]\n')
+        (fake_bin / "systemctl").chmod(0o755)
+    script = tmp_path / "gct-package-setup"
+    text = layout.render(PACKAGING / "libexec/gct-package-setup", {"PREFIX": str(prefix)})
+    text = text.replace("/var/lib/gpu-container-toolkit", str(tmp_path / "var-lib")).replace(
+        "/run/nvidia-container-toolkit", str(tmp_path / "run"))
+    script.write_text(text)
+    done = subprocess.run(["sh", str(script), "configure"], capture_output=True, text=True,
+                          env={"PATH": str(fake_bin)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done, prefix / "libexec" / "ran"
+
+
+@pytest.mark.parametrize("state, refreshes", [("enabled", True), ("disabled", False), ("masked", False),
+                                              ("masked-runtime", False), ("static", True), (None, True)])
+def test_post_install_writes_the_spec_only_where_the_refresh_unit_is_not_disabled(tmp_path, state, refreshes):
+    """Install and upgrade (postinst configure, rpm %posttrans) regenerate the CDI spec only where
+    nvidia-cdi-refresh.service would run: not where the admin disabled or masked it (issue 27, item
+    10). Without systemctl (a host without systemd) the spec is written."""
+    done, ran = _package_setup(tmp_path, state)
+    assert ran.exists() == refreshes, done.stdout
+    if not refreshes:
+        assert done.stdout == (f"gpu-container-toolkit: nvidia-cdi-refresh.service is {state}: the CDI spec was not "
+                               f"regenerated; {tmp_path}/prefix/libexec/nvidia-cdi-refresh writes it once\n")
+
+
 def test_refresh_with_another_error_fails_and_shows_it(tmp_path):
     spec = tmp_path / "nvidia.yaml"
     script, env = _refresh_script(tmp_path, 'echo "nvidia-ctk: error: invalid TOML (config.toml)" >&2\nexit 1\n',
