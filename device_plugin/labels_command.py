@@ -84,7 +84,8 @@ SHARED = {"--mig-strategy": "mig_strategy", "--nvidia-driver-root": "nvidia_driv
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, allow_abbrev=False,
                      description="Write this node's GPU labels as gpu-feature-discovery does: an NFD feature "
-                                 "file of key=value lines (docs/device-plugin.md, Node labels).")
+                                 "file of key=value lines (the labels: device-plugin.md, \"Node labels\", in "
+                                 "/usr/share/doc/gpu-container-toolkit with the packages).")
     parser.add_argument("-o", "--output", "--output-file", dest="gfd_output_file", metavar="FILE",
                         help=f"the feature file, '-' for stdout (default: {DEFAULT_OUTPUT_FILE}) [$GFD_OUTPUT_FILE]")
     parser.add_argument("--oneshot", nargs="?", const="true", metavar="true|false",

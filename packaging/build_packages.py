@@ -67,7 +67,7 @@ def build(out_dir: Path, formats: tuple[str, ...], workdir: Path, pip_cache: Pat
     for fmt in formats:
         flavour = layout.DEB if fmt == "deb" else layout.RPM
         staged = layout.stage(flavour, env, HERE, REPO / "docs", workdir / f"stage-{fmt}", copyright_text,
-                              changelog_text)
+                              changelog_text, project.version)
         problems = checks.all_problems(staged.root, needles)
         if problems:
             raise BuildError("the staged files failed the sanity checks:\n  " + "\n  ".join(problems[:20]),

@@ -12,6 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from pkgtools import manpages
 from pkgtools.errors import BuildError, run
 from pkgtools.venv_build import PREFIX, Environment
 
@@ -26,6 +27,11 @@ DEVICE_PLUGIN_CONFIG = "/etc/nvidia-device-plugin/config.yaml"
 UDEV_RULE = "71-nvidia-cdi-refresh.rules"
 LIBEXEC = ("nvidia-cdi-refresh", "gct-package-setup", "gct-engine-undo")
 PRESET = "50-gpu-container-toolkit.preset"
+PACKAGE = "gpu-container-toolkit"
+MAN_DIR = "/usr/share/man/man1"
+# Completion files where bash-completion, zsh and fish look for them (zsh: per flavour).
+BASH_COMPLETION_DIR = "/usr/share/bash-completion/completions"
+FISH_COMPLETION_DIR = "/usr/share/fish/vendor_completions.d"
 
 
 @dataclass(frozen=True)
@@ -37,12 +43,16 @@ class Flavour:
     # rpm: a systemd preset that enables the units (%systemd_post applies presets); Debian enables
     # them with deb-systemd-helper instead
     preset_dir: str | None
+    # zsh's directory for packages' completion functions (Debian's zsh reads vendor-completions,
+    # Fedora's site-functions)
+    zsh_completion_dir: str
 
 
 # Debian bookworm packages still ship units and rules under /lib (the merged-/usr aliasing rules of dpkg).
-DEB = Flavour("deb", "/lib/systemd/system", "/lib/udev/rules.d", "/etc/default/nvidia-cdi-refresh", None)
+DEB = Flavour("deb", "/lib/systemd/system", "/lib/udev/rules.d", "/etc/default/nvidia-cdi-refresh", None,
+              "/usr/share/zsh/vendor-completions")
 RPM = Flavour("rpm", "/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/etc/sysconfig/nvidia-cdi-refresh",
-              "/usr/lib/systemd/system-preset")
+              "/usr/lib/systemd/system-preset", "/usr/share/zsh/site-functions")
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,7 @@ class Staged:
     flavour: Flavour
     conffiles: tuple[str, ...]
     programs: tuple[str, ...]  # the /usr/bin entries
+    completions: tuple[str, ...]  # the programs with shell completion files
 
 
 def render(template: Path, values: dict[str, str]) -> str:
@@ -104,8 +115,36 @@ def debian_changelog_gz(text: str) -> bytes:
     return gzip.compress(text.encode(), compresslevel=9, mtime=0)
 
 
+def completion_files(flavour: Flavour, program: str) -> dict[str, str]:
+    """shell -> where its completion file for program goes."""
+    return {"bash": f"{BASH_COMPLETION_DIR}/{program}", "zsh": f"{flavour.zsh_completion_dir}/_{program}",
+            "fish": f"{FISH_COMPLETION_DIR}/{program}.fish"}
+
+
+def stage_manuals(dest: Path, flavour: Flavour, programs: tuple[str, ...], manuals: dict, version: str) -> None:
+    """A manual page for every program in /usr/bin (made from its --help: pkgtools.manpages) and the
+    completion files of the programs that have them."""
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
+    helps = manuals["help"]
+    for program in programs:
+        if program in manpages.INTERNAL:
+            continue
+        if program in manpages.ALIASES:
+            link = dest / MAN_DIR.lstrip("/") / f"{program}.1.gz"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(f"{manpages.ALIASES[program]}.1.gz", link)
+            continue
+        if program not in manpages.SUMMARIES or (program not in helps and program not in manpages.NO_HELP):
+            raise BuildError(f"no manual page for {program} (packaging/pkgtools/manpages.py)", f"/usr/bin/{program}")
+        page = manpages.man_page(program, helps.get(program, []), version, epoch, PACKAGE)
+        _write(dest, f"{MAN_DIR}/{program}.1.gz", manpages.gzipped(page), 0o644)
+    for program, scripts in manuals["completion"].items():
+        for shell, path in completion_files(flavour, program).items():
+            _write(dest, path, scripts[shell], 0o644)
+
+
 def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest: Path, copyright_text: str,
-          changelog_text: str) -> Staged:
+          changelog_text: str, version: str) -> Staged:
     if dest.exists():
         raise BuildError("the staging directory exists already", str(dest))
     values = substitutions(flavour)
@@ -133,7 +172,10 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
     if flavour.preset_dir:
         _write(dest, f"{flavour.preset_dir}/{PRESET}", render(packaging / "systemd" / PRESET, values), 0o644)
 
+    stage_manuals(dest, flavour, programs, env.manuals, version)
+
     _write(dest, f"{DOC_DIR}/copyright", copyright_text, 0o644)
+    _write(dest, f"{DOC_DIR}/README.md", (docs.parent / "README.md").read_text(), 0o644)
     _write(dest, f"{DOC_DIR}/python-distributions.txt", "\n".join(env.distributions) + "\n", 0o644)
     for doc in ("packaging.md", "device-plugin.md"):
         _write(dest, f"{DOC_DIR}/{doc}", (docs / doc).read_text(), 0o644)
@@ -143,7 +185,8 @@ def stage(flavour: Flavour, env: Environment, packaging: Path, docs: Path, dest:
                (packaging / "debian" / "lintian-overrides").read_text(), 0o644)
     _normalise_modes(dest)
     set_mtimes(dest)
-    return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file, DEVICE_PLUGIN_CONFIG), programs)
+    return Staged(dest, flavour, (CONFIG_FILE, flavour.environment_file, DEVICE_PLUGIN_CONFIG), programs,
+                  tuple(sorted(env.manuals["completion"])))
 
 
 def set_mtimes(root: Path) -> None:

@@ -7,7 +7,8 @@ import textwrap
 from pathlib import Path
 
 from pkgtools.errors import BuildError, run
-from pkgtools.layout import CONFIG_FILE, DEVICE_PLUGIN_CONFIG, DEVICE_PLUGIN_UNIT, DOC_DIR, UNITS, Staged, render
+from pkgtools.layout import (CONFIG_FILE, DEVICE_PLUGIN_CONFIG, DEVICE_PLUGIN_UNIT, DOC_DIR, MAN_DIR, UNITS, Staged,
+                             completion_files, render)
 from pkgtools.metadata import (DESCRIPTION, NVIDIA_VERSION, OLD_RUNTIME_PACKAGE, PROVIDED, REPLACED, RUNTIMES, SUMMARY,
                                ChangelogEntry, rpm_changelog)
 from pkgtools.source import Project
@@ -39,6 +40,17 @@ def files_section(staged: Staged) -> str:
         lines.append(f"{staged.flavour.udev_dir}/{rule.name}")
     for preset in sorted((staged.root / staged.flavour.preset_dir.lstrip("/")).iterdir()):
         lines.append(f"{staged.flavour.preset_dir}/{preset.name}")
+    # the manual pages and completion files, in directories other packages own
+    lines.extend(f"{MAN_DIR}/{page.name}" for page in sorted((staged.root / MAN_DIR.lstrip("/")).iterdir()))
+    # the completion dirs are co-owned (with their parents under /usr/share): without bash-completion,
+    # zsh or fish installed nothing else owns them, and erasing the package must take them again
+    completion_dirs = set()
+    for program in staged.completions:
+        for path in completion_files(staged.flavour, program).values():
+            completion_dirs.update((os.path.dirname(path), os.path.dirname(os.path.dirname(path))))
+    lines.extend(f"%dir {d}" for d in sorted(completion_dirs - {"/usr/share"}))
+    for program in staged.completions:
+        lines.extend(sorted(completion_files(staged.flavour, program).values()))
     lines.append(f"%dir {DOC_DIR}")
     for doc in sorted((staged.root / DOC_DIR.lstrip("/")).iterdir()):
         lines.append(f"%doc {DOC_DIR}/{doc.name}")

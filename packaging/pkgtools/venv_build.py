@@ -11,7 +11,9 @@ Inside, on Debian's /usr/bin/python3 (never the first python3 on PATH, docs/refe
   1. python3.X -m venv PREFIX
   2. pip wheel the source snapshot (the compiled cffi module goes into the wheel)
   3. pip install the wheel and its dependencies into PREFIX (no .pyc: postinst compiles them)
-  4. install_launchers PREFIX/bin (the root-run programs, with PREFIX's paths baked in)
+  4. install_launchers PREFIX/bin (the root-run programs, with PREFIX's paths baked in); record
+     each program's --help and nvidia-ctk's completion scripts (manpages.collect: the manual pages
+     and completion files are made from them)
   5. drop what a packaged environment does not need (pip, setuptools, activate scripts, the
      test-only launcher probe, other distributions' console scripts), strip debug info from the
      ELF files (it names the temp build dirs), hard-link the identical launchers
@@ -33,6 +35,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run inside the namespace by path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pkgtools import manpages
 from pkgtools.errors import BuildError, run
 from pkgtools.metadata import is_elf as _is_elf
 
@@ -51,6 +54,7 @@ class Environment:
     python: str              # the interpreter it runs on, e.g. /usr/bin/python3.11
     distributions: list[str]  # "name==version" of everything installed into it
     programs: list[str]      # the launcher-started programs in its bin/
+    manuals: dict            # their --help texts and completion scripts (manpages.collect)
 
 
 def system_python(python: str = SYSTEM_PYTHON) -> str:
@@ -96,7 +100,7 @@ def build_environment(source: Path, workdir: Path, wheel_dir: Path, pip_cache: P
     shutil.rmtree(upper, ignore_errors=True)
     shutil.rmtree(ovl_work, ignore_errors=True)
     return Environment(wheel=Path(data["wheel"]), tree=tree, python=python,
-                       distributions=data["distributions"], programs=data["programs"])
+                       distributions=data["distributions"], programs=data["programs"], manuals=data["manuals"])
 
 
 # --- inside the namespace -------------------------------------------------------------------------
@@ -194,6 +198,11 @@ def inner_main(argv: list[str] | None = None) -> int:
         installed = run([f"{PREFIX}/bin/python", "-I", "-m", "launcher.install_launchers", f"{PREFIX}/bin"],
                         "installing the launchers", cwd="/")
         programs = installed.stdout.split(":", 1)[1].split() if ":" in installed.stdout else []
+        programs = [p for p in programs if p not in TEST_ONLY_PROGRAMS]
+        try:  # the programs' own --help and completion scripts, for the manual pages (run where they are installed)
+            manuals = manpages.collect(f"{PREFIX}/bin", sorted({*programs, *KEPT_SCRIPTS}))
+        except RuntimeError as exc:
+            raise BuildError(f"the manual pages: {exc}", f"{PREFIX}/bin") from None
         _prune(prefix)
         _strip(prefix)
         _link_identical_launchers(prefix / "bin")
@@ -205,7 +214,8 @@ def inner_main(argv: list[str] | None = None) -> int:
         args.report.write_text(json.dumps({
             "wheel": str(wheel),
             "distributions": freeze.stdout.split(),
-            "programs": [p for p in programs if p not in TEST_ONLY_PROGRAMS],
+            "programs": programs,
+            "manuals": manuals,
         }))
     except BuildError as exc:
         print(f"venv_build: error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ module; then
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -249,25 +250,51 @@ def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
     changelog = gzip.decompress((deb_tree / "usr/share/doc/gpu-container-toolkit/changelog.Debian.gz").read_bytes())
     assert changelog.decode().startswith("gpu-container-toolkit (0.1.0-1) ")
     assert checks.all_problems(deb_tree, leak_needles(built)) == []
+    assert_manuals_and_completion(deb_tree, "usr/share/zsh/vendor-completions")
     # nothing refers to the placeholders of the templates
     for path in deb_tree.rglob("*"):
         if path.is_file() and path.suffix not in (".so", ".gz") and path.stat().st_size < 200_000:
             assert "@PREFIX@" not in path.read_text(errors="replace"), path
 
 
+def assert_manuals_and_completion(tree: Path, zsh_dir: str) -> None:
+    """A manual page for every program in /usr/bin (the runtime's two mode names share its page), made
+    from the installed program's --help; nvidia-ctk's completion for bash, zsh and fish; README."""
+    man = tree / "usr/share/man/man1"
+    aliases = ("nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy")
+    for program in (p for p in PROGRAMS if p not in aliases):
+        page = man / f"{program}.1.gz"
+        assert page.is_file(), program
+        text = gzip.decompress(page.read_bytes()).decode()
+        assert text.startswith(f'.TH "{program.upper()}" "1" ') and '"gpu-container-toolkit 0.1.0"' in text, program
+    for alias in aliases:
+        assert os.readlink(man / f"{alias}.1.gz") == "nvidia-container-runtime.1.gz"
+    ctk = gzip.decompress((man / "nvidia-ctk.1.gz").read_bytes()).decode()
+    for command in ("nvidia\\-ctk cdi generate", "nvidia\\-ctk runtime configure"):
+        assert f'.SS "{command}"' in ctk, command
+    assert "\\-\\-device\\-name\\-strategy" in ctk
+    assert "_nvidia_ctk_completion" in (tree / "usr/share/bash-completion/completions/nvidia-ctk").read_text()
+    assert (tree / zsh_dir / "_nvidia-ctk").read_text().startswith("#compdef nvidia-ctk")
+    assert "complete --no-files --command nvidia-ctk" in (
+        tree / "usr/share/fish/vendor_completions.d/nvidia-ctk.fish").read_text()
+    readme = (tree / "usr/share/doc/gpu-container-toolkit/README.md").read_text()
+    assert readme == (REPO / "README.md").read_text()
+
+
 def test_lintian_finds_no_errors(built, tmp_path):
     """lintian's verdict, with the overrides the package ships for what is deliberate (static
-    launchers, the bundled PyYAML's libyaml, the environment's interpreter). Left as warnings: no
-    manual pages yet, and a first upload that closes no Debian bug."""
+    launchers, the bundled PyYAML's libyaml, the environment's interpreter). Left as a warning: a first
+    upload that closes no Debian bug."""
     _need_root_and("lintian")
     # TMPDIR: lintian leaves a /tmp/mldbm-elf-* database behind on every run
     done = sh(["lintian", "--tag-display-limit", "0", str(built["deb"])], check=False, timeout=120,
               env={**os.environ, "TMPDIR": str(tmp_path)})
     tags = [line for line in done.stdout.splitlines() if re.match(r"^[EWIXCPOM]: ", line)]
     errors = [t for t in tags if t.startswith("E: ")]
-    warnings = {t.split()[2] for t in tags if t.startswith("W: ")}
+    # every program in /usr/bin has its page; the internal NVML helper has none
+    warnings = {t.split()[2] for t in tags if t.startswith("W: ") and f"usr/bin/{NVML_READER}" not in t}
     assert errors == [], errors
-    assert warnings <= {"no-manual-page", "initial-upload-closes-no-bugs"}, warnings
+    assert warnings <= {"initial-upload-closes-no-bugs"}, warnings
 
 
 def test_the_checks_catch_what_they_look_for(tmp_path):
@@ -311,6 +338,11 @@ def test_rpm_lists_the_expected_files_and_metadata(built, deb_tree):
                  f"{PREFIX}/lib/python3.11/site-packages/libcontainer_c/_native.abi3.so"):
         assert path in files, path
     assert not any("__pycache__" in f for f in files)
+    for path in (*(f"/usr/share/man/man1/{p}.1.gz" for p in PROGRAMS), "/usr/share/zsh/site-functions/_nvidia-ctk",
+                 "/usr/share/bash-completion/completions/nvidia-ctk", "/usr/share/fish/vendor_completions.d/nvidia-ctk.fish",
+                 "/usr/share/doc/gpu-container-toolkit/README.md"):
+        assert path in files, path
+    assert not any(f.startswith(("/usr/share/zsh/vendor-completions", "/usr/share/man/man1/gct-")) for f in files)
     assert sorted(sh(["rpm", "-qcp", rpm]).stdout.split()) == sorted(CONFFILES_RPM)
     requires = sh(["rpm", "-qpR", rpm]).stdout.splitlines()
     assert "(runc or crun)" in requires and "/usr/bin/python3.11" in requires
@@ -429,7 +461,10 @@ NVIDIA_PACKAGES = {
     # meta packages that only depend on the toolkit
     "nvidia-container-runtime": ("3.14.0-1", "nvidia-container-toolkit (>= 1.14.0-1)", ()),
     "nvidia-docker2": ("2.14.0-1", "nvidia-container-toolkit (>= 1.14.0-1)", ()),
+    # a package of someone else's that uses nvidia-container-cli
+    "gpu-inventory-tool": ("1.0-1", "libnvidia-container-tools (>= 1.10.0)", ()),
 }
+SWAP_BACK = re.search(r"`(apt install nvidia-container-toolkit [^`]+)`", (REPO / "docs/packaging.md").read_text())
 
 
 def stand_in_debs(dest: Path) -> dict[str, Path]:
@@ -450,6 +485,17 @@ def stand_in_debs(dest: Path) -> dict[str, Path]:
     return debs
 
 
+def apt_repository(debs: dict[str, Path], dest: Path) -> None:
+    """dest/Packages for the debs (in dest): a flat repository apt reads as `deb [trusted=yes] file:DIR ./`."""
+    entries = []
+    for deb in debs.values():
+        control = sh(["dpkg-deb", "-f", str(deb)]).stdout.rstrip("\n")
+        data = deb.read_bytes()
+        entries.append(f"{control}\nFilename: ./{deb.name}\nSize: {len(data)}\n"
+                       f"SHA256: {hashlib.sha256(data).hexdigest()}\n")
+    (dest / "Packages").write_text("\n".join(entries))
+
+
 def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_base, tmp_path):
     root = tmp_path / "root"
     root.mkdir()
@@ -458,7 +504,12 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     deb = root / "tmp" / built["deb"].name
     shutil.copy2(built["deb"], deb)
     box = Chroot(root)
-    nvidia = {name: f"/tmp/{path.name}" for name, path in stand_in_debs(root / "tmp").items()}
+    (repo := root / "srv/nvidia-repo").mkdir(parents=True)
+    stand_ins = stand_in_debs(repo)
+    apt_repository(stand_ins, repo)
+    (root / "etc/apt/sources.list.d/nvidia-stand-ins.list").write_text("deb [trusted=yes] file:/srv/nvidia-repo ./\n")
+    box.run("apt-get update -q", timeout=600)
+    nvidia = {name: f"/srv/nvidia-repo/{path.name}" for name, path in stand_ins.items()}
 
     def installed_packages() -> set[str]:
         listed = box.run("dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n'").stdout.splitlines()
@@ -470,7 +521,8 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     # versioned Provides keep what depends on it); without a driver, post-install says so
     installed = box.run(f"apt-get install -y -q --no-install-recommends /tmp/{deb.name}", timeout=600)
     packages = installed_packages()
-    assert {"gpu-container-toolkit", "nvidia-docker2", "nvidia-container-runtime"} <= packages, installed.stdout
+    assert {"gpu-container-toolkit", "nvidia-docker2", "nvidia-container-runtime", "gpu-inventory-tool"} <= packages, \
+        installed.stdout
     assert not packages & {"nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools"}
     assert "no NVIDIA driver found; no CDI spec written (/var/run/cdi/nvidia.yaml)" in installed.stdout
     assert not (root / "run/cdi/nvidia.yaml").exists()
@@ -484,12 +536,15 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     cdi_hook = box.run("nvidia-cdi-hook --help", check=False)
     assert "cannot execute" not in cdi_hook.stderr and "No module named" not in cdi_hook.stderr, cdi_hook.stderr
     box.run("nvidia-ctk runtime configure --runtime=docker")
-    # ... and back: NVIDIA's packages take this one's place, nvidia-docker2 stays
-    swapped = box.run("apt-get install -y -q --no-install-recommends " + " ".join(
-        nvidia[n] for n in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")))
+    # ... and back, from NVIDIA's repository with docs/packaging.md's command: NVIDIA's packages take this
+    # one's place; nvidia-docker2 and what depends on libnvidia-container-tools stay (apt removes the
+    # latter when only nvidia-container-toolkit is named)
+    assert SWAP_BACK, "docs/packaging.md names no swap back to NVIDIA's packages"
+    swapped = box.run(SWAP_BACK[1].replace("apt install", "apt-get install -y -q --no-install-recommends"))
     packages = installed_packages()
     assert "gpu-container-toolkit" not in packages, swapped.stdout
-    assert {"nvidia-container-toolkit", "nvidia-docker2", "nvidia-container-runtime"} <= packages, swapped.stdout
+    assert {"nvidia-container-toolkit", "nvidia-docker2", "nvidia-container-runtime", "gpu-inventory-tool"} <= packages, \
+        swapped.stdout
     assert box.run("nvidia-ctk --version").stdout == "NVIDIA nvidia-ctk\n"
     # purging ours then keeps docker's runtime entry: NVIDIA's package serves its program now
     purged = box.run("dpkg --purge gpu-container-toolkit")
@@ -533,6 +588,21 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     assert (root / WANTS / "nvidia-cdi-refresh.service").is_symlink()
     assert (root / "run/cdi/nvidia.yaml").is_file()
     box.run("systemctl enable nvidia-cdi-refresh.path")
+    # the admin disables the refresh and puts a spec of their own there: an upgrade leaves both alone; with
+    # the unit enabled again an upgrade still does not overwrite a spec the package did not write
+    box.run("systemctl disable nvidia-cdi-refresh.service")
+    own_spec = OTHER_SPEC.replace("vendor.com", "nvidia.com") + "\n"
+    (root / "run/cdi/nvidia.yaml").write_text(own_spec)
+    upgraded = box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    assert "nvidia-cdi-refresh.service is disabled: the CDI spec was not regenerated" in upgraded.stdout, upgraded.stdout
+    assert (root / "run/cdi/nvidia.yaml").read_text() == own_spec
+    assert not os.path.lexists(root / WANTS / "nvidia-cdi-refresh.service")
+    box.run("systemctl enable nvidia-cdi-refresh.service")
+    upgraded = box.run(f"dpkg -i /tmp/{deb.name}", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
+    assert "left the CDI spec /var/run/cdi/nvidia.yaml: this package did not write it" in upgraded.stdout
+    assert (root / "run/cdi/nvidia.yaml").read_text() == own_spec
+    (root / "run/cdi/nvidia.yaml").unlink()
+    box.run(f"{PREFIX}/libexec/nvidia-cdi-refresh", env={"NVIDIA_CTK_DRIVER_ROOT": "/srv/sim"})
     # the device plugin's unit is shipped, never enabled by the package; the admin enables it
     assert not os.path.lexists(root / WANTS / DEVICE_PLUGIN_UNIT)
     box.run(f"systemctl enable {DEVICE_PLUGIN_UNIT}")
