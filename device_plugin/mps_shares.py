@@ -8,7 +8,8 @@ At every start of the plugins (device_plugin.manager), for the replicas sharing.
   private /dev/shm, 100/replicas percent of the threads and memory/replicas of pinned memory as the
   daemon's defaults), recorded as the plugin's (`owner` in share.json);
 - stops the plugin's daemons of GPUs no longer shared; a daemon some other program started (nvidia-ctk
-  mps start) for a GPU with other replicas is an error naming it, never stopped by the plugin;
+  mps start) is used when it answers with the same replicas, and is an error naming it when it has
+  others; the plugin never stops it (a dead one is replaced by one of the plugin's);
 - writes `<--cdi-root>/nvidia-mps.yaml`: kind nvidia.com/gpu, one device per share named as the
   plugin hands it to the runtime (`<UUID>::<n>` and `<index>::<n>`), whose edits are the share's
   (cdi.mps.share_edits: the pipe folder, the daemon's /dev/shm, CUDA_MPS_PIPE_DIRECTORY). The GPU's own
@@ -91,7 +92,6 @@ class MpsShares:
         are stopped, its spec removed). MpsSharesError or cdi's errors when a daemon cannot start."""
         from cdi import mps_daemon
         from cdi.driver_root import DriverRoot
-        from cdi.mps import DeviceLayout, find_device, read_share
 
         with self._lock:
             previous, self.config = self.config, config
@@ -106,29 +106,36 @@ class MpsShares:
                     LOG.info("stopping the MPS control daemon of %s (no longer shared)", row["uuid"])
                     mps_daemon.stop(config.mps_root, row["uuid"])
                     self._forget(row["uuid"])
-            for uuid, (device, share_ids) in wanted.items():
-                layout = DeviceLayout(config.mps_root, uuid)
-                share = read_share(layout)
-                if share is not None and share.get("replicas") == len(share_ids) and mps_daemon.answers(share, layout):
-                    LOG.info("MPS control daemon of %s kept (pid %s, %d shares)", uuid, share.get("pid"), len(share_ids))
-                else:
-                    if share is not None:
-                        if share.get("owner") != OWNER and share.get("replicas") != len(share_ids):
-                            raise MpsSharesError(
-                                f"an MPS control daemon not started by the plugin holds the GPU with "
-                                f"{share.get('replicas')} replicas, not {len(share_ids)} (nvidia-ctk mps stop "
-                                f"--device {uuid})", layout.dir)
-                        mps_daemon.stop(config.mps_root, uuid)
-                    gpu = find_device(uuid, inventory)
-                    share = mps_daemon.start(driver_root, config.mps_root, gpu, len(share_ids), owner=OWNER)
-                    LOG.info("MPS control daemon of %s started (pid %s): %d shares of %s%% threads and %s pinned "
-                             "memory", uuid, share["pid"], len(share_ids), share["active_thread_percentage"],
-                             share["pinned_mem_limit"])
+            for uuid, (_device, share_ids) in wanted.items():
+                share = self._daemon_for(config, driver_root, inventory, uuid, len(share_ids))
                 self._forget(uuid)
                 self.daemons[uuid] = _Daemon(uuid, share, share_ids)
                 self.health.set_healthy(share_ids, True)
             self._write_spec(config, wanted)
         self._start_watching()
+
+    @staticmethod
+    def _daemon_for(config, driver_root, inventory, uuid: str, replicas: int) -> dict:
+        """The share.json of the GPU's daemon: the running one when it answers with these replicas, else
+        a new one (the plugin's own old one stopped first)."""
+        from cdi import mps_daemon
+        from cdi.mps import DeviceLayout, find_device, read_share
+
+        layout = DeviceLayout(config.mps_root, uuid)
+        share = read_share(layout)
+        if share is not None and share.get("replicas") == replicas and mps_daemon.answers(share, layout):
+            LOG.info("MPS control daemon of %s kept (pid %s, %d shares)", uuid, share.get("pid"), replicas)
+            return share
+        if share is not None:
+            if share.get("owner") != OWNER and share.get("replicas") != replicas:
+                raise MpsSharesError(f"an MPS control daemon not started by the plugin holds the GPU with "
+                                     f"{share.get('replicas')} replicas, not {replicas} (nvidia-ctk mps stop "
+                                     f"--device {uuid})", layout.dir)
+            mps_daemon.stop(config.mps_root, uuid)
+        share = mps_daemon.start(driver_root, config.mps_root, find_device(uuid, inventory), replicas, owner=OWNER)
+        LOG.info("MPS control daemon of %s started (pid %s): %d shares of %s%% threads and %s pinned memory",
+                 uuid, share["pid"], replicas, share["active_thread_percentage"], share["pinned_mem_limit"])
+        return share
 
     def _write_spec(self, config, wanted) -> None:
         from cdi.mps import share_edits
@@ -153,12 +160,13 @@ class MpsShares:
     def _stop_all(self, config) -> None:
         from cdi import mps_daemon
 
-        for uuid in list(self.daemons):
-            try:
-                mps_daemon.stop(config.mps_root, uuid)
-                LOG.info("MPS control daemon of %s stopped", uuid)
-            except CdiError as e:
-                LOG.error("stopping the MPS control daemon failed: %s", e)
+        for uuid, daemon in list(self.daemons.items()):
+            if daemon.share.get("owner") == OWNER:   # a daemon of nvidia-ctk mps start is used, never stopped
+                try:
+                    mps_daemon.stop(config.mps_root, uuid)
+                    LOG.info("MPS control daemon of %s stopped", uuid)
+                except CdiError as e:
+                    LOG.error("stopping the MPS control daemon failed: %s", e)
             self._forget(uuid)
         if config.cdi_root:
             try:

@@ -4,7 +4,7 @@ one MPS control daemon for the GPU (under a private --mps-root). Two pods, one s
 in each the simulated CUDA client (gct-cuda-mps-client, mounted from the simulated host) reaches the
 daemon through the share's CDI edits and reads 50% of the threads and half the memory; a pod whose spec
 sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 still gets 50 (as does the variable set for one run), 20
-gives 20. The daemon killed: ListAndWatch
+gives 20; both pods' /dev/shm is the daemon's tmpfs. The daemon killed: ListAndWatch
 says the two shares are Unhealthy, then Healthy once the plugin has started it again, and a pod that was
 running all along reaches the new daemon (its next client gets a new server, at 50%; the old daemon's
 server was ended). SIGTERM to the plugin stops the daemon."""
@@ -31,7 +31,8 @@ pytestmark = pytest.mark.e2e
 PLUGIN = Path(sys.executable).parent / "nvidia-device-plugin"
 CLIENT = "/usr/local/bin/gct-cuda-mps-client"
 # the limits three ways, then (until the pod ends) the server the client gets, every half second
-PROBE = (f"echo pod_env=${{CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}}; {CLIENT}; echo ---; "
+PROBE = (f"echo pod_env=${{CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}}; touch /dev/shm/mark-$MARK; {CLIENT}; "
+         "echo ---; "
          f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 {CLIENT}; echo ---; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=20 {CLIENT}; "
          "echo probe-done; "
          f"while sleep 0.5; do {CLIENT} 2>&1 | grep -e server_pid -e active_thread_percentage= "
@@ -42,7 +43,7 @@ def _mps_pod(name: str, host_root: Path, env: dict | None = None) -> dict:
     """A pod asking for one nvidia.com/gpu, with the simulated host's MPS client mounted (it is no driver
     file, so CDI never injects it), and env in its container's spec."""
     pod = pod_manifest(name, ["sh", "-c", PROBE], image=images.BUSYBOX_GLIBC_IMAGE, limits={"nvidia.com/gpu": 1})
-    pod["spec"]["containers"][0]["env"] = [{"name": k, "value": v} for k, v in (env or {}).items()]
+    pod["spec"]["containers"][0]["env"] = [{"name": k, "value": v} for k, v in {**(env or {}), "MARK": name}.items()]
     pod["spec"]["volumes"] = [{"name": "client", "hostPath": {
         "path": str(host_root / "usr/bin/gct-cuda-mps-client"), "type": "File"}}]
     pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "client", "mountPath": CLIENT, "readOnly": True}]
@@ -95,6 +96,8 @@ def test_two_pods_share_a_gpu_through_mps_and_a_dead_daemon_comes_back(kube_node
                 assert values["active_thread_percentage"] == percentage, report
                 assert f"device=0 name={gpu.uuid} pinned_mem_limit={half} daemon_pinned_mem_limit={half}" in report
         assert (_report(reports["a"][0])["pod_env"], _report(reports["b"][0])["pod_env"]) == ("none", "100")
+        # both pods' /dev/shm is the daemon's tmpfs (the node's <mps-root>/<uuid>/shm), not their own
+        assert sorted(os.listdir(node.path(mps_root / gpu.uuid / "shm"))) == ["mark-a", "mark-b"]
         first_server = _report(reports["a"][0])["server_pid"]
 
         # the daemon killed: the shares Unhealthy on ListAndWatch, then Healthy with a new daemon

@@ -264,3 +264,29 @@ def _state(pid: int) -> str | None:
             return f.read().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return None
+
+
+@needs_root
+def test_a_daemon_of_nvidia_ctk_is_used_and_left_running(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
+    """A daemon `nvidia-ctk mps start` runs with the replicas asked is the plugin's daemon for that GPU (same
+    pid, its limits), and is still running after the plugin ends; the plugin's own daemon is stopped."""
+    root, inventory = sim_hosts["plain"]
+    ctk = ["nsenter", "-t", str(ns), "-m", str(NVIDIA_CTK), "mps"]
+    mps_root = str(tmp_path / "mps")
+    done = subprocess.run([*ctk, "start", "--device", "1", "--replicas", "2", "--mps-root", mps_root,
+                           "--driver-root", str(root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    plugin = NsPlugin(ns, root, tmp_path, plugin_dir, _mps_config(tmp_path))
+    try:
+        ours = plugin.status()[inventory.gpus[1].uuid]
+        kubelet.wait_for(1)
+        during = plugin.status()
+        log = plugin.stop()
+        after = plugin.status()
+    finally:
+        subprocess.run([*ctk, "stop", "--all", "--mps-root", mps_root], capture_output=True, timeout=60)
+    gpu0, gpu1 = (g.uuid for g in inventory.gpus)
+    assert during[gpu1]["pid"] == ours["pid"] and during[gpu1]["owner"] == "nvidia-ctk"
+    assert during[gpu0]["owner"] == "nvidia-device-plugin" and during[gpu0]["running"]
+    assert set(after) == {gpu1} and after[gpu1]["running"] and after[gpu1]["pid"] == ours["pid"], log
+    assert f"MPS control daemon of {gpu1} kept" in log
