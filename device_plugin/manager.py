@@ -42,6 +42,10 @@ class InitError(CdiError):
     """The plugin cannot start: no driver, no GPUs it can offer, a socket it cannot serve."""
 
 
+class _StopAsked(Exception):
+    """A stop (SIGTERM, SIGINT, SIGQUIT) came while the GPUs were being read."""
+
+
 @dataclass
 class Sources:
     """Where the plugin gets what it serves (tests give their own)."""
@@ -85,7 +89,9 @@ class PluginManager:
         """Serves and registers every resource; True when all are registered. InitError when the GPUs
         cannot be read or offered."""
         try:
-            inventory = self.sources.inventory(self.config)
+            inventory = self._unless_stopped(self.sources.inventory, self.config)
+        except _StopAsked:
+            raise
         except CdiError as e:
             raise InitError(e.what, e.where) from None
         except Exception as e:
@@ -120,6 +126,27 @@ class PluginManager:
                 LOG.error("%s; retrying when the kubelet's socket is re-created, or in %g s", e, RETRY_SECONDS)
                 registered = False
         return registered
+
+    def _unless_stopped(self, read, *args):
+        """read(*args), in a thread while this one watches for a stop: a driver that hangs keeps the read
+        going for up to NVIDIA_CTK_NVML_TIMEOUT, and a SIGTERM meanwhile ends the program at once
+        (_StopAsked) instead of at the deadline (the reader, gct-nvml-inventory, ends itself there)."""
+        done, result = threading.Event(), {}
+
+        def work():
+            try:
+                result["value"] = read(*args)
+            except BaseException as e:   # handed to the caller as it is
+                result["error"] = e
+            finally:
+                done.set()
+        threading.Thread(target=work, name="read-gpus", daemon=True).start()
+        while not done.wait(POLL_SECONDS):
+            if self._stop.is_set():
+                raise _StopAsked
+        if "error" in result:
+            raise result["error"]
+        return result["value"]
 
     def _watch_health(self, inventory: Inventory) -> None:
         """Starts applying the driver's XID events to the devices' health, in a thread of its own: the
@@ -216,6 +243,9 @@ class PluginManager:
                 self._config_file = _file_identity(self.config.config_file) if self.config.config_file else None
                 try:
                     retry_at = None if self.start_plugins() else time.monotonic() + RETRY_SECONDS
+                except _StopAsked:
+                    LOG.info("stopping while the GPUs were being read")
+                    break
                 except InitError as e:
                     self.stop_plugins()
                     if self.config.fail_on_init_error:

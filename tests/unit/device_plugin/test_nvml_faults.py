@@ -77,6 +77,24 @@ def test_a_hostile_library_without_fail_on_init_error_waits_and_sigterm_ends_it(
     assert not list(plugin_dir.glob("nvidia-*.sock"))   # nothing served, nothing left
 
 
+def test_sigterm_ends_the_plugin_while_a_hanging_driver_is_being_read(healthy, tmp_path, plugin_dir):
+    """With the limit at 30 s, a SIGTERM 2 s into the read of a driver that hangs ends the program with status 0
+    at once, not at the deadline."""
+    root = hostile_nvml_host(healthy, tmp_path / "host", "hang")
+    log = tmp_path / "plugin.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(PROGRAM), "--nvidia-driver-root", str(root), "--device-plugin-dir",
+                                    str(plugin_dir), "--fail-on-init-error=false"], stdout=out, stderr=out,
+                                   env=_env(NVIDIA_CTK_NVML_TIMEOUT="30"))
+        time.sleep(2)
+        assert process.poll() is None, log.read_text()
+        process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        status = process.wait(timeout=60)
+    assert status == 0 and time.monotonic() - started < 5, (status, time.monotonic() - started, log.read_text())
+    assert "stopping while the GPUs were being read" in log.read_text() and "Traceback" not in log.read_text()
+
+
 @pytest.mark.parametrize("how, message", [
     ("hang", "NVML did not answer in 2 s while reading the GPU topology"),
     ("load-hang", "NVML did not answer in 2 s while reading the GPU topology"),
