@@ -58,6 +58,10 @@ HOOK_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin",)
 CREATE_RUNTIME, CREATE_CONTAINER = "createRuntime", "createContainer"
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
 ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION = "enable-cuda-compat", "disable-device-node-modification"
+# NVIDIA 1.20's: EGL and Vulkan in the container see only its GPUs (an application profile naming them,
+# docs/reference.md#application-profiles). Only in our own chain: an older NVIDIA hook refuses the
+# subcommand, and the spec cannot tell which NVIDIA version will run it.
+UPDATE_APPLICATION_PROFILE = "update-application-profile"
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
 DRIVER_PARAMS = "/proc/driver/nvidia/params"
 # Where libcuda is in the container, for programs that look for the driver's libcuda (NVIDIA's specs
@@ -149,8 +153,9 @@ def hook_args(links: Iterable[tuple[str, str]], folders: Iterable[str], ldconfig
               host_driver_version: str | None = None, params_file: str | None = None) -> list[str]:
     """The argv of our one hook entry: `create-symlinks --link TARGET::LINK ...`, `update-ldcache
     --folder DIR ... [--ldconfig-path @PATH]`, `enable-cuda-compat --host-driver-version V` (with
-    update-ldcache: it orders the cache) and `disable-device-node-modification [--params-file P]`
-    (when params_file is given; P only when it is not /proc/driver/nvidia/params) in one process."""
+    update-ldcache: it orders the cache), `disable-device-node-modification [--params-file P]`
+    (when params_file is given; P only when it is not /proc/driver/nvidia/params) and
+    `update-application-profile` in one process."""
     return [HOOK_PROGRAM] + [arg for entry in _subcommands(links, folders, ldconfig, host_driver_version,
                                                            params_file, OURS) for arg in entry]
 
@@ -183,6 +188,8 @@ def _subcommands(links, folders, ldconfig, host_driver_version, params_file, fla
         if flavour == OURS and params_file != DRIVER_PARAMS:
             entry += ["--params-file", params_file]
         out.append(entry)
+    if flavour == OURS:
+        out.append([UPDATE_APPLICATION_PROFILE])
     return out
 
 
@@ -317,7 +324,7 @@ class EditsBuilder:
             argvs = nvidia_hook_entries(links, folders, self.ldconfig, **work,
                                         program=os.path.basename(self.hook_path))
         else:
-            argvs = [hook_args(links, folders, self.ldconfig, **work)] if links or folders or work["params_file"] else []
+            argvs = [hook_args(links, folders, self.ldconfig, **work)]   # update-application-profile at least
             if os.path.basename(self.hook_path) == "nvidia-ctk":   # our nvidia-ctk runs the hook as `hook ...`
                 argvs = [["nvidia-ctk", "hook", *argv[1:]] for argv in argvs]
         hook_name = CREATE_CONTAINER if self.hook_flavour == NVIDIAS else CREATE_RUNTIME

@@ -2,7 +2,8 @@
  *
  *   [hook] [--debug|-d|--quiet|-q] create-symlinks --link TARGET::LINK ... update-ldcache --folder DIR
  *          [--ldconfig-path @PATH] ... enable-cuda-compat --host-driver-version V
- *          disable-device-node-modification [--params-file PATH]   (each takes --container-spec FILE)
+ *          disable-device-node-modification [--params-file PATH] update-application-profile
+ *          (each takes --container-spec FILE)
  *
  * our spec's one entry as well as NVIDIA's one-subcommand-per-entry form (`hook` is the prefix of
  * `nvidia-ctk hook ...`). A newer spec may carry subcommands and options we do not know: they are
@@ -19,6 +20,7 @@
 #define UPDATE_LDCACHE "update-ldcache"
 #define ENABLE_CUDA_COMPAT "enable-cuda-compat"
 #define DISABLE_DEVICE_NODE_MODIFICATION "disable-device-node-modification"
+#define UPDATE_APPLICATION_PROFILE "update-application-profile"
 #define UNKNOWN_SUBCOMMAND "unknown"   /* options after an unknown subcommand are skipped silently */
 #define LINK_SEPARATOR "::"
 
@@ -41,10 +43,12 @@ static const struct option options[] = {
     { ENABLE_CUDA_COMPAT, "--container-spec", F_CONTAINER_SPEC },
     { DISABLE_DEVICE_NODE_MODIFICATION, "--params-file", F_PARAMS_FILE },   /* ours: a driver root's proc */
     { DISABLE_DEVICE_NODE_MODIFICATION, "--container-spec", F_CONTAINER_SPEC },
+    { UPDATE_APPLICATION_PROFILE, "--container-spec", F_CONTAINER_SPEC },
 };
 
 static const char *const subcommands[] = {
-    CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION, NULL
+    CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION, UPDATE_APPLICATION_PROFILE,
+    NULL
 };
 
 static const char *const global_flags[] = { "--debug", "-d", "--quiet", "-q", NULL };
@@ -248,8 +252,9 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
         i = 1;
     for (int j = i; j <= argc; j++) {   /* a person typing the bare command: say what it takes */
         if (j == argc)
-            return hook_fail(err, "see " HOOK_PROG " --help", "missing subcommand: %s, %s, %s, %s", CREATE_SYMLINKS,
-                             UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION);
+            return hook_fail(err, "see " HOOK_PROG " --help", "missing subcommand: %s, %s, %s, %s, %s",
+                             CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION,
+                             UPDATE_APPLICATION_PROFILE);
         if (!is_global_flag(argv[j]))
             break;
     }
@@ -259,6 +264,7 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
             current = arg;
             tasks->update_ldcache |= strcmp(arg, UPDATE_LDCACHE) == 0;
             tasks->disable_device_node_modification |= strcmp(arg, DISABLE_DEVICE_NODE_MODIFICATION) == 0;
+            tasks->update_application_profile |= strcmp(arg, UPDATE_APPLICATION_PROFILE) == 0;
             i++;
         } else if (current == NULL && is_global_flag(arg)) {
             i++;
@@ -286,7 +292,8 @@ int hook_parse_args(int argc, char **argv, struct hook_tasks *tasks, struct hook
 
 int hook_tasks_empty(const struct hook_tasks *tasks)
 {
-    return tasks->nlinks == 0 && !tasks->update_ldcache && !tasks->disable_device_node_modification;
+    return tasks->nlinks == 0 && !tasks->update_ldcache && !tasks->disable_device_node_modification
+           && !tasks->update_application_profile;
 }
 
 void hook_tasks_free(struct hook_tasks *tasks)

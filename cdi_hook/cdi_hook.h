@@ -8,6 +8,7 @@
  *                than the driver), through libcontainer_c/src (one resolver, one symlink maker, one
  *                ld.so.conf.d writer)
  *   params.c     the driver's params with ModifyDeviceFiles: 0, mounted over the container's
+ *                (update-application-profile: libcontainer_c/src/app_profile.c, called from tasks.c)
  *   ldconfig.c   the host's ldconfig through libcontainer_c's one sandboxed runner
  *   message.c    errors carried up as "<what> (<where>)", warnings, Python-style quoting
  *   main.c       the program: cdi_hook_main(), called by the launcher
@@ -46,6 +47,7 @@ struct hook_tasks {
     const char *host_driver_version;   /* enable-cuda-compat: the image's compat libraries go first in
                                         * the ld cache when they are for a newer driver major */
     int disable_device_node_modification;
+    int update_application_profile;   /* EGL/Vulkan limited to the container's GPUs */
     const char *params_file;   /* the driver's params (a host path) */
     const char *container_spec;   /* config.json, if given */
     char **warnings;

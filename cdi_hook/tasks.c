@@ -1,6 +1,7 @@
 /* What the hook does in the container: the links first, then the ld cache (the image's CUDA compat
- * folder first when its libraries are for a newer driver major than the host's), then the driver's
- * params (params.c), last because it is the one step that mounts. Everything inside the rootfs goes
+ * folder first when its libraries are for a newer driver major than the host's), then the
+ * application profile of its GPUs, then the driver's params (params.c), last because it is the one
+ * step that mounts. Everything inside the rootfs goes
  * through libcontainer_c/src: paths resolved by the kernel inside the root (gct_resolve), links made
  * (or left, when already right) by gct_symlink, the ld.so.conf.d drop-in written without
  * following anything the image put there (gct_write_ld_so_conf), the compat folder read inside the
@@ -103,6 +104,24 @@ static int update_ldcache(int rootfd, const char *rootfs, const struct hook_task
     return rc;
 }
 
+/* EGL and Vulkan see only the container's GPUs: the application profile of its /dev/nvidia<N> nodes
+ * (libcontainer_c/src/app_profile.c), as NVIDIA's hook writes it. What the image has in the way (a
+ * dangling /etc/nvidia link, a directory at the file) is a warning, as an image's file at a link is:
+ * the profile is a convenience, the other GPUs' nodes are not in the container either way. */
+static void update_application_profile(int rootfd)
+{
+    unsigned long long mask;
+    int dropped;
+
+    if (gct_update_application_profile(rootfd, &mask, &dropped) < 0) {
+        hook_warn("not writing %s: %s", gct_application_profile_path(), strerror(errno));
+        return;
+    }
+    if (dropped > 0)
+        hook_warn("GPU device nodes with a minor of 64 or more cannot be in the application profile: %d left out",
+                  dropped);
+}
+
 int hook_run_tasks(const char *rootfs, const struct hook_tasks *tasks, struct hook_error *err)
 {
     int rootfd = gct_open_root(rootfs), rc = 0;
@@ -113,6 +132,8 @@ int hook_run_tasks(const char *rootfs, const struct hook_tasks *tasks, struct ho
         rc = create_links(rootfd, rootfs, tasks, err);
     if (rc == 0 && tasks->update_ldcache)
         rc = update_ldcache(rootfd, rootfs, tasks, err);
+    if (rc == 0 && tasks->update_application_profile)
+        update_application_profile(rootfd);
     if (rc == 0 && tasks->disable_device_node_modification)
         rc = hook_disable_device_node_modification(rootfd, rootfs, tasks->params_file, err);
     close(rootfd);

@@ -28,7 +28,9 @@ from cdi.regular_file import read_regular_file
 
 CREATE_SYMLINKS, UPDATE_LDCACHE = "create-symlinks", "update-ldcache"
 ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION = "enable-cuda-compat", "disable-device-node-modification"
-SUBCOMMANDS = (CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION)
+UPDATE_APPLICATION_PROFILE = "update-application-profile"
+SUBCOMMANDS = (CREATE_SYMLINKS, UPDATE_LDCACHE, ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION,
+               UPDATE_APPLICATION_PROFILE)
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
 PARAMS_PATH = "/proc/driver/nvidia/params"
 MAX_STATE = 1 << 20
@@ -46,6 +48,7 @@ _OPTIONS = {
     # --params-file: ours, a driver root's copy of the driver's params
     DISABLE_DEVICE_NODE_MODIFICATION: {"--params-file": ("params_file", False),
                                        "--container-spec": ("container_spec", False)},
+    UPDATE_APPLICATION_PROFILE: {"--container-spec": ("container_spec", False)},
 }
 # the compat folder is an order in the ld cache update-ldcache builds (see the C program's args.c)
 COMPAT_ALONE = f"ignoring {ENABLE_CUDA_COMPAT}: it needs {UPDATE_LDCACHE} in the same hook entry"
@@ -69,13 +72,15 @@ class Tasks:
         self.ldconfig = DEFAULT_LDCONFIG           # host path
         self.host_driver_version: str | None = None   # enable-cuda-compat
         self.disable_device_node_modification = False
+        self.update_application_profile = False   # EGL/Vulkan limited to the container's GPUs
         self.params_file = PARAMS_PATH             # the driver's params, a host path
         self.container_spec: str | None = None     # config.json, if given
         self.warnings: list[str] = []
 
     @property
     def empty(self) -> bool:
-        return not self.links and not self.update_ldcache and not self.disable_device_node_modification
+        return not (self.links or self.update_ldcache or self.disable_device_node_modification
+                    or self.update_application_profile)
 
 
 def parse_args(args: list[str]) -> Tasks:
@@ -95,6 +100,7 @@ def parse_args(args: list[str]) -> Tasks:
             current = arg
             tasks.update_ldcache |= arg == UPDATE_LDCACHE
             tasks.disable_device_node_modification |= arg == DISABLE_DEVICE_NODE_MODIFICATION
+            tasks.update_application_profile |= arg == UPDATE_APPLICATION_PROFILE
             continue
         if arg in _GLOBAL_FLAGS and current is None:
             continue

@@ -161,7 +161,8 @@ def plan_injection(driver_root: DriverRoot | str, inventory: Inventory, selectio
         update_ldcache |= tasks.update_ldcache
         host_driver_version = host_driver_version or tasks.host_driver_version
         # disable-device-node-modification: the /proc/driver/nvidia view below holds the params with
-        # ModifyDeviceFiles: 0 already
+        # ModifyDeviceFiles: 0 already. update-application-profile: not done live, as NVIDIA's legacy
+        # injector (libnvidia-container) writes no application profile either (README, Differences)
     view = None
     if proc_view:
         view = build_proc_view(root.proc_path("driver/nvidia"), selection.all_gpus(inventory),

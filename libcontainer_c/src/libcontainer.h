@@ -62,6 +62,13 @@ int gct_on_shared_mount(int fd, int rootfd);
  * EEXIST for any other existing entry */
 int gct_symlink(int rootfd, const char *target, const char *linkpath);
 
+/* app_profile.c: the application profile limiting EGL and Vulkan to the GPUs of the root's /dev
+ * (docs/reference.md#application-profiles): 1 when written (or already so), 0 when the root has no
+ * GPU node (nothing written), -1 with errno. mask: the GPUs' bits; dropped: GPU nodes whose minor is
+ * too large for the mask (64 or more). */
+int gct_update_application_profile(int rootfd, unsigned long long *mask, int *dropped);
+const char *gct_application_profile_path(void);
+
 /* placeholder.c: a new regular file (O_EXCL, last component not followed) holding data */
 int gct_write_new_file(int rootfd, const char *path, const char *data, unsigned long len, unsigned int mode);
 

@@ -303,3 +303,24 @@ def check_userns_report(output, gpu_host, runtime, mode):
         assert nodes["nvidia0"] == ["0:0", "644", "character special file"], nodes
     else:   # the host's node bound: owned by the host's root, which the namespace does not map
         assert nodes["nvidia0"] == ["65534:65534", "666", "character special file"], nodes
+
+
+PROFILE = "/etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf"
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+@pytest.mark.parametrize("mode, devices, mask", [("cdi", "0", 0x1), ("cdi", "all", 0x3), ("jit-cdi", "1:0", 0x2)])
+def test_egl_and_vulkan_see_only_the_containers_gpus(gpu_host, tmp_path, runtime, mode, devices, mask):
+    """Issue 27.1: the hook entry's update-application-profile (NVIDIA 1.20's) writes, inside the real
+    container's rootfs, the application profile whose EGLVisibleDGPUDevices holds the minors of the
+    GPUs the container got (a MIG device: its GPU's)."""
+    bundle = make_bundle(tmp_path / "bundle", ["sh", "-c", f"cat {PROFILE}; echo; ls -l {PROFILE}"], glibc=True,
+                         env=[f"NVIDIA_VISIBLE_DEVICES={devices}"])
+    code, output, stderr = lifecycle_for(runtime, gpu_host, tmp_path, mode=mode).run(bundle)
+    assert code == 0, stderr
+    content, listing = output.splitlines()
+    assert content == ('{"profiles":[{"name":"_container_","settings":["EGLVisibleDGPUDevices",0x%x]}],'
+                       '"rules":[{"pattern":[],"profile":"_container_"}]}' % mask)
+    assert listing.startswith("-r--r--r--")
+    root_path = json.loads((bundle / "config.json").read_text())["root"]["path"]
+    assert (bundle / root_path / PROFILE.lstrip("/")).read_text() == content   # in that container's rootfs

@@ -101,6 +101,8 @@ def test_one_hook_entry_makes_every_link_and_updates_the_ld_cache(sim_host, sim_
     # from the driver root's params (the simulated host's own proc)
     assert tasks.host_driver_version == VERSION
     assert tasks.disable_device_node_modification and tasks.params_file == f"{sim_host}/proc/driver/nvidia/params"
+    # NVIDIA 1.20's application profile (issue 27.1), last as in NVIDIA's specs
+    assert tasks.update_application_profile and hook.args[-1] == "update-application-profile"
 
 
 def test_without_libcuda_no_cuda_compat(sim_host, sim_inventory):

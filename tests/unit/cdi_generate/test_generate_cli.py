@@ -122,6 +122,7 @@ def test_nvidia_cdi_hook_path_of_nvidias_program_gets_its_argv(sim_host, tmp_pat
     result = generate("--driver-root", str(sim_host), "--format", "json", "--nvidia-cdi-hook-path", str(theirs))
     assert result.stderr.startswith(f"nvidia-ctk: WARNING: {theirs} is not this toolkit's nvidia-cdi-hook")
     hooks = json.loads(result.stdout)["containerEdits"]["hooks"]
+    # no update-application-profile: NVIDIA's hooks before 1.20 refuse it
     assert [h["args"][1] for h in hooks] == ["create-symlinks", "enable-cuda-compat", "update-ldcache",
                                              "disable-device-node-modification"]
     assert all(h["path"] == str(theirs) and h["env"] for h in hooks)

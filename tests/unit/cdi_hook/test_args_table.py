@@ -22,7 +22,7 @@ CASES = json.loads(TABLE.read_text())["cases"]
 HOOK = Path(os.environ.get("GCT_TEST_CDI_HOOK") or Path(sys.executable).parent / "nvidia-cdi-hook")
 DEFAULTS = {"links": [], "folders": [], "update_ldcache": False, "ldconfig": "/sbin/ldconfig",
             "host_driver_version": None, "disable_device_node_modification": False,
-            "params_file": "/proc/driver/nvidia/params", "container_spec": None, "warnings": [], "error": None}
+            "update_application_profile": False, "params_file": "/proc/driver/nvidia/params", "container_spec": None, "warnings": [], "error": None}
 COMPAT = "/usr/local/cuda/compat"   # the rootfs' compat libraries are for a driver 999999: used whenever
 COMPAT_LIB = "libcuda.so.999999.0"  # a host driver version was read
 WARNING, ERROR = "nvidia-cdi-hook: warning: ", "nvidia-cdi-hook: error: "
@@ -78,11 +78,11 @@ def test_python_parser(case):
             "update_ldcache": tasks.update_ldcache, "ldconfig": tasks.ldconfig,
             "host_driver_version": tasks.host_driver_version,
             "disable_device_node_modification": tasks.disable_device_node_modification,
-            "params_file": tasks.params_file, "container_spec": tasks.container_spec, "warnings": tasks.warnings,
+            "update_application_profile": tasks.update_application_profile, "params_file": tasks.params_file, "container_spec": tasks.container_spec, "warnings": tasks.warnings,
             "error": None}
     assert seen == want
     assert tasks.empty == (not want["links"] and not want["update_ldcache"]
-                           and not want["disable_device_node_modification"])
+                           and not want["disable_device_node_modification"] and not want["update_application_profile"])
 
 
 # -- the C program ---------------------------------------------------------------------------------
@@ -175,21 +175,23 @@ def test_c_program(case, tmp_path, fake_ldconfig):
     (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
     paths["spec"].write_text(json.dumps({"root": {"path": str(roots["spec"])}}))
     nothing_to_do = not want["links"] and not want["update_ldcache"] and not want["error"] \
-        and not want["disable_device_node_modification"]
+        and not want["disable_device_node_modification"] and not want["update_application_profile"]
     # with nothing to do the state is not even read: an invalid one proves it
     state = "not json" if nothing_to_do else json.dumps({"bundle": str(bundle)})
     result = subprocess.run([str(HOOK), *fill(case["args"], paths)], input=state, capture_output=True, text=True,
                             cwd="/", env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=60)
     seen = observe(result, roots, fake_ldconfig)
     # what a mount namespace would show (test_cdi_hook.py): held to the Python reader only
-    for field in ("disable_device_node_modification", "params_file"):
+    # (and the application profile, written for real in test_cdi_hook.py)
+    for field in ("disable_device_node_modification", "params_file", "update_application_profile"):
         seen[field] = want[field]
     # a version read shows as the compat folder first, when there was an ld cache to order
     seen["host_driver_version"] = want["host_driver_version"] if seen.pop("compat") or (
         want["host_driver_version"] and not want["update_ldcache"]) else None
     if want["error"]:   # nothing done, no warning printed
         assert seen == {**DEFAULTS, "links": {}, "error": want["error"],
-                        **{f: want[f] for f in ("disable_device_node_modification", "params_file")}}
+                        **{f: want[f] for f in ("disable_device_node_modification", "params_file",
+                                                "update_application_profile")}}
         return
     want["links"] = dict((link, target) for target, link in want["links"])   # on disk: the last one wins
     if want["container_spec"]:

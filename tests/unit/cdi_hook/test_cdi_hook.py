@@ -641,3 +641,86 @@ def test_nothing_to_cover(params_bundle, tmp_path, case):
                if case == "a link in the image" else "")
     assert result.stderr == warning
     assert (tmp_path / "host-file").read_text() == "host\n" if case == "a link in the image" else True
+
+
+# -- update-application-profile -------------------------------------------------------------------
+
+PROFILE = "etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf"
+
+
+def profile_of(mask: int) -> str:
+    """NVIDIA's file (docs/reference.md#application-profiles), one line, the mask in lowercase hex."""
+    return ('{"profiles":[{"name":"_container_","settings":["EGLVisibleDGPUDevices",0x%x]}],'
+            '"rules":[{"pattern":[],"profile":"_container_"}]}' % mask)
+
+
+@pytest.fixture
+def profile_bundle(tmp_path):
+    """A rootfs whose /dev holds GPU nodes 0, 2 and 70 (a minor the mask cannot hold), the control and
+    uvm nodes, and entries named like GPU nodes that are none: a link to nvidia0, a regular file."""
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    bundle = tmp_path / "bundle"
+    write_bundle(bundle, "rootfs")
+    dev = bundle / "rootfs/dev"
+    dev.mkdir(parents=True)
+    for name, minor in (("nvidia0", 0), ("nvidia2", 2), ("nvidia70", 70), ("nvidiactl", 255), ("nvidia-uvm", 1)):
+        os.mknod(dev / name, 0o20666, os.makedev(195, minor))
+    (dev / "nvidia1").symlink_to("nvidia0")
+    (dev / "nvidia3").write_text("not a device\n")
+    return bundle
+
+
+@needs_root
+def test_the_application_profile_names_the_containers_gpus(profile_bundle):
+    """Issue 27.1: NVIDIA 1.20's update-application-profile: EGLVisibleDGPUDevices of the minors of the
+    container's /dev/nvidia<N> char devices (0 and 2 here), written read-only; minor 70 is warned about."""
+    result = run_hook(["update-application-profile"], {"bundle": str(profile_bundle)})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ("nvidia-cdi-hook: warning: GPU device nodes with a minor of 64 or more cannot be in "
+                             "the application profile: 1 left out\n")
+    profile = profile_bundle / "rootfs" / PROFILE
+    assert profile.read_text() == profile_of(0b101)
+    assert (profile.stat().st_mode & 0o777, profile.parent.stat().st_mode & 0o777) == (0o444, 0o755)
+    before = profile.stat()
+    assert run_hook(["update-application-profile"], {"bundle": str(profile_bundle)}).returncode == 0
+    assert (profile.stat().st_ino, profile.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # a restart
+
+
+@needs_root
+def test_no_gpu_node_no_profile(profile_bundle):
+    for name in ("nvidia0", "nvidia2", "nvidia70"):
+        (profile_bundle / "rootfs/dev" / name).unlink()
+    result = run_hook(["update-application-profile"], {"bundle": str(profile_bundle)})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert not (profile_bundle / "rootfs/etc").exists()
+
+
+@needs_root
+def test_the_profile_never_goes_through_the_images_links(profile_bundle, tmp_path):
+    """The image's /etc/nvidia links to a host folder and its 10-container.conf... is never written
+    through: the folder resolves inside the rootfs, and a link at the file is replaced, not followed."""
+    host = tmp_path / "host-etc-nvidia"
+    host.mkdir()
+    etc = profile_bundle / "rootfs/etc"
+    etc.mkdir()
+    (etc / "nvidia").symlink_to(str(host))   # absolute: inside the rootfs it names rootfs + that path
+    result = run_hook(["update-application-profile"], {"bundle": str(profile_bundle)})
+    # dangling inside the rootfs: nothing written anywhere, a warning, the container starts
+    assert (result.returncode, result.stderr) == (0, "nvidia-cdi-hook: warning: not writing /etc/nvidia/nvidia-"
+                                                     "application-profiles-rc.d/10-container.conf: No such file or "
+                                                     "directory\n")
+    assert list(host.iterdir()) == []
+    (profile_bundle / "rootfs" / str(host).lstrip("/")).mkdir(parents=True)
+    assert run_hook(["update-application-profile"], {"bundle": str(profile_bundle)}).returncode == 0
+    assert list(host.iterdir()) == []
+    inside = profile_bundle / "rootfs" / str(host).lstrip("/") / "nvidia-application-profiles-rc.d/10-container.conf"
+    assert inside.read_text() == profile_of(0b101)
+    (etc / "nvidia").unlink()
+    (etc / "nvidia/nvidia-application-profiles-rc.d").mkdir(parents=True)
+    (tmp_path / "host-file").write_text("host\n")
+    (profile_bundle / "rootfs" / PROFILE).symlink_to(str(tmp_path / "host-file"))
+    assert run_hook(["update-application-profile"], {"bundle": str(profile_bundle)}).returncode == 0
+    assert (tmp_path / "host-file").read_text() == "host\n"
+    assert not (profile_bundle / "rootfs" / PROFILE).is_symlink()
+    assert (profile_bundle / "rootfs" / PROFILE).read_text() == profile_of(0b101)
