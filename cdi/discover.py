@@ -62,6 +62,9 @@ ENABLE_CUDA_COMPAT, DISABLE_DEVICE_NODE_MODIFICATION = "enable-cuda-compat", "di
 # docs/reference.md#application-profiles). Only in our own chain: an older NVIDIA hook refuses the
 # subcommand, and the spec cannot tell which NVIDIA version will run it.
 UPDATE_APPLICATION_PROFILE = "update-application-profile"
+HOOK_SUBCOMMANDS = (CREATE_SYMLINKS, ENABLE_CUDA_COMPAT, UPDATE_LDCACHE, DISABLE_DEVICE_NODE_MODIFICATION,
+                    UPDATE_APPLICATION_PROFILE)
+ALL_HOOKS = "all"   # `--disable-hook all`: no hook entry at all, as NVIDIA's tool takes it
 DEFAULT_LDCONFIG = "/sbin/ldconfig"
 DRIVER_PARAMS = "/proc/driver/nvidia/params"
 # Where libcuda is in the container, for programs that look for the driver's libcuda (NVIDIA's specs
@@ -150,27 +153,31 @@ def hook_flavour_of(path: str) -> str:
 
 
 def hook_args(links: Iterable[tuple[str, str]], folders: Iterable[str], ldconfig: str | None = None, *,
-              host_driver_version: str | None = None, params_file: str | None = None) -> list[str]:
+              host_driver_version: str | None = None, params_file: str | None = None,
+              disabled: frozenset[str] = frozenset()) -> list[str]:
     """The argv of our one hook entry: `create-symlinks --link TARGET::LINK ...`, `update-ldcache
     --folder DIR ... [--ldconfig-path @PATH]`, `enable-cuda-compat --host-driver-version V` (with
     update-ldcache: it orders the cache), `disable-device-node-modification [--params-file P]`
     (when params_file is given; P only when it is not /proc/driver/nvidia/params) and
-    `update-application-profile` in one process."""
+    `update-application-profile` in one process; the subcommands in `disabled` left out (just the
+    program name when that is all of them)."""
     return [HOOK_PROGRAM] + [arg for entry in _subcommands(links, folders, ldconfig, host_driver_version,
-                                                           params_file, OURS) for arg in entry]
+                                                           params_file, OURS, disabled) for arg in entry]
 
 
 def nvidia_hook_entries(links, folders, ldconfig: str | None = None, *, host_driver_version: str | None = None,
-                        params_file: str | None = None, program: str = HOOK_PROGRAM) -> list[list[str]]:
+                        params_file: str | None = None, program: str = HOOK_PROGRAM,
+                        disabled: frozenset[str] = frozenset()) -> list[list[str]]:
     """The same work as NVIDIA's tools spell it: one argv per subcommand (its hook parses only one),
     `--host-driver-version=V`, ldconfig without `@`, no --params-file (it reads the host's /proc);
     `nvidia-ctk` takes them after `hook`."""
     prefix = [program, "hook"] if program == "nvidia-ctk" else [program]
     return [prefix + entry for entry in _subcommands(links, folders, ldconfig, host_driver_version,
-                                                     params_file, NVIDIAS)]
+                                                     params_file, NVIDIAS, disabled)]
 
 
-def _subcommands(links, folders, ldconfig, host_driver_version, params_file, flavour) -> list[list[str]]:
+def _subcommands(links, folders, ldconfig, host_driver_version, params_file, flavour,
+                 disabled: frozenset[str] = frozenset()) -> list[list[str]]:
     out = []
     links, folders = list(links), list(folders)
     if links:
@@ -190,7 +197,9 @@ def _subcommands(links, folders, ldconfig, host_driver_version, params_file, fla
         out.append(entry)
     if flavour == OURS:
         out.append([UPDATE_APPLICATION_PROFILE])
-    return out
+    if UPDATE_LDCACHE in disabled:   # enable-cuda-compat orders the cache update-ldcache builds: nothing alone
+        disabled = disabled | {ENABLE_CUDA_COMPAT}
+    return [entry for entry in out if entry[0] not in disabled]
 
 
 class _Node(Record, frozen=True):
@@ -208,7 +217,8 @@ class EditsBuilder:
                  hook_path: str | None = None, ldconfig: str | None = None,
                  driver_files: DriverFiles | None = None, search_path: str | None = None,
                  mps_pipe_directory: str | None = None, ld_cache: str | None = None,
-                 hook_flavour: str = OURS, files_cache_dir: str | None = None):
+                 hook_flavour: str = OURS, files_cache_dir: str | None = None,
+                 disabled_hooks: Iterable[str] = ()):
         self.root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root)
         self.inventory = inventory
         try:
@@ -217,6 +227,8 @@ class EditsBuilder:
             raise DiscoveryError(e.what, e.where) from None
         self.hook_path = hook_path or default_hook_path()
         self.hook_flavour = hook_flavour   # NVIDIAS: NVIDIA's program at hook_path (hook_flavour_of)
+        # subcommands left out of the hook entries (`cdi generate --disable-hook`; ALL_HOOKS: no entry)
+        self.disabled_hooks = frozenset(disabled_hooks)
         self.ldconfig = ldconfig
         self._driver_files = driver_files
         self.files_cache_dir = files_cache_dir   # driver files kept there between runs (driver_files_cache)
@@ -320,11 +332,15 @@ class EditsBuilder:
         params = driver_params_path(self.root)
         work = {"host_driver_version": self.inventory.driver_version if libcuda else None,
                 "params_file": params if os.path.isfile(params) else None}
-        if self.hook_flavour == NVIDIAS:
+        work["disabled"] = self.disabled_hooks
+        if ALL_HOOKS in self.disabled_hooks:
+            argvs = []
+        elif self.hook_flavour == NVIDIAS:
             argvs = nvidia_hook_entries(links, folders, self.ldconfig, **work,
                                         program=os.path.basename(self.hook_path))
         else:
             argvs = [hook_args(links, folders, self.ldconfig, **work)]   # update-application-profile at least
+            argvs = [argv for argv in argvs if len(argv) > 1]
             if os.path.basename(self.hook_path) == "nvidia-ctk":   # our nvidia-ctk runs the hook as `hook ...`
                 argvs = [["nvidia-ctk", "hook", *argv[1:]] for argv in argvs]
         hook_name = CREATE_CONTAINER if self.hook_flavour == NVIDIAS else CREATE_RUNTIME

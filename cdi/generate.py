@@ -52,11 +52,12 @@ def generate_spec(driver_root: DriverRoot | str, inventory: Inventory, *, vendor
                   all_device: bool = True, device_ids: Iterable[str] = (), hook_path: str | None = None,
                   ldconfig: str | None = None, ld_cache: str | None = None,
                   capabilities: Iterable[str] = GENERATE_CAPABILITIES,
-                  builder: EditsBuilder | None = None) -> Spec:
+                  builder: EditsBuilder | None = None, disabled_hooks: Iterable[str] = ()) -> Spec:
     """The spec (cdiVersion unset: the writer fills in the oldest one that fits). `ldconfig`: the host
     ldconfig the hook runs; `ld_cache`: the driver root's ld.so.cache path (config `ldcache`).
     `hook_path` may be NVIDIA's nvidia-cdi-hook (or nvidia-ctk): the spec then carries one hook entry
-    per subcommand in NVIDIA's spelling, which that program reads (ours takes one chain)."""
+    per subcommand in NVIDIA's spelling, which that program reads (ours takes one chain).
+    `disabled_hooks`: hook subcommands left out (cdi.discover.ALL_HOOKS: no hook entry)."""
     kind = f"{vendor}/{cls}"
     parse_kind(kind)  # InvalidNameError (a CdiError) names the broken rule
     flavour = hook_flavour_of(hook_path) if hook_path else OURS
@@ -66,7 +67,8 @@ def generate_spec(driver_root: DriverRoot | str, inventory: Inventory, *, vendor
         get_logger(__name__).warning("%s is not this toolkit's nvidia-cdi-hook: writing NVIDIA's hook "
                                      "entries, one process per subcommand", hook_path)
     builder = builder or EditsBuilder(driver_root, inventory, capabilities, hook_path=hook_path,
-                                      ldconfig=ldconfig, ld_cache=ld_cache or None, hook_flavour=flavour)
+                                      ldconfig=ldconfig, ld_cache=ld_cache or None, hook_flavour=flavour,
+                                      disabled_hooks=disabled_hooks)
     devices = build_spec_devices(builder, select_generate_devices(inventory, device_ids),
                                  list(strategies) or list(DEFAULT_STRATEGIES), all_device)
     if not devices:

@@ -72,7 +72,12 @@ OPTIONS = (
            "path, '@' prefix optional) [config.toml nvidia-container-cli.ldconfig]."),
     Option("--no-all-device", "no_all_device", "Do not add the 'all' device.", flag=True),
     Option("--device-id", "device_ids", "Describe only this GPU or MIG device (0, 1:0, GPU-.., MIG-.., PCI bus id). "
-                                        "Repeatable.", multiple=True),
+                                        "Repeatable.", multiple=True, aliases=("--device-ids", "--device", "--devices")),
+    Option("--disable-hook", "disabled_hooks", "Leave this subcommand out of the spec's hook entry (create-symlinks, "
+           "enable-cuda-compat, update-ldcache, disable-device-node-modification, update-application-profile); "
+           "'all': no hook entry. Repeatable.", multiple=True, aliases=("--disable-hooks",)),
+    Option("--enable-hook", "enabled_hooks", "Keep this subcommand in the hook entry even when --disable-hook names "
+           "it (not 'all'). Repeatable.", multiple=True, aliases=("--enable-hooks",)),
     Option("--nvidia-cdi-hook-path", "hook_path", "nvidia-cdi-hook the spec runs (default: the one next to "
                                                   "nvidia-ctk, else /usr/bin/nvidia-cdi-hook); a path to nvidia-ctk "
                                                   "runs it as `nvidia-ctk hook`.", aliases=("--nvidia-ctk-path",)),
@@ -112,6 +117,26 @@ def _host_ldconfig(value: str) -> str:
     return path
 
 
+def _disabled_hooks(disabled: tuple[str, ...], enabled: tuple[str, ...]) -> frozenset[str]:
+    """NVIDIA's --disable-hook/--enable-hook: what is disabled and not enabled again. Enabling 'all' is
+    refused, as NVIDIA's tool refuses it; enabling a hook this toolkit does not write is refused (it
+    would not be in the spec); disabling one is a warning (a typo would otherwise go unnoticed)."""
+    from cdi.discover import ALL_HOOKS, HOOK_SUBCOMMANDS
+    from cdi.log import get_logger
+
+    known = ", ".join(HOOK_SUBCOMMANDS)
+    for name in enabled:
+        if name == ALL_HOOKS:
+            raise CliError("enabling all hooks is not supported: name each one", "--enable-hook")
+        if name not in HOOK_SUBCOMMANDS:
+            raise CliError(f"this toolkit writes no hook {name!r} (its hooks: {known})", "--enable-hook")
+    for name in disabled:
+        if name != ALL_HOOKS and name not in HOOK_SUBCOMMANDS:
+            get_logger(__name__).warning("--disable-hook %s: this toolkit writes no such hook (its hooks: %s, or all)",
+                                         name, known)
+    return frozenset(disabled) - frozenset(enabled)
+
+
 def _dev_root(value: str | None) -> str | None:
     """--dev-root's folder, refused in one line when it holds no dev/ (a typo would give a spec
     without the GPUs' nodes, failing every container)."""
@@ -122,7 +147,7 @@ def _dev_root(value: str | None) -> str | None:
 
 def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path,
              mode="auto", ldconfig_path=None, dev_root=None, library_search_paths=(), csv_files=(),
-             csv_ignore_patterns=(), transform=None) -> None:
+             csv_ignore_patterns=(), disabled_hooks=(), enabled_hooks=(), transform=None) -> None:
     """transform(spec, driver root path): a change to the spec before it is written (the device plugin's
     cdi.transform_root when it reads the node's driver through a container's mount)."""
     from cdi.config import load_config
@@ -144,6 +169,7 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
         if not folder.startswith("/"):
             raise CliError(f"a library search path is a folder inside the driver root and must be absolute, "
                            f"not {folder!r}", "--library-search-path")
+    disabled = _disabled_hooks(disabled_hooks, enabled_hooks)
     yaml_format = _format_for(output, fmt) == "yaml"
     if hook_path is not None and not os.path.isabs(hook_path):
         raise CliError("the hook path must be absolute", "--nvidia-cdi-hook-path")
@@ -158,7 +184,7 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
         spec = generate_spec(root, inventory, vendor=vendor, cls=cls, strategies=strategies,
                              all_device=not no_all_device, device_ids=device_ids,
                              hook_path=hook_path or default_hook_path(), ldconfig=ldconfig,
-                             ld_cache=cli.ldcache)
+                             ld_cache=cli.ldcache, disabled_hooks=disabled)
         if transform is not None:
             transform(spec, root.path)
         if output and output != "-":

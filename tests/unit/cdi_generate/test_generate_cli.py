@@ -380,3 +380,37 @@ def test_transform_root_bad_input_is_one_line(args, stdin, line):
     result = transform(*args, stdin=stdin)
     assert result.returncode != 0 and result.stdout == ""
     assert result.stderr.startswith(f"nvidia-ctk: error: {line}") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_disable_and_enable_hook_as_nvidias_tool(sim_host):
+    """NVIDIA's --disable-hook/--enable-hook (and their plural aliases), --device-ids/--device: subcommands
+    left out of our one hook entry, 'all' leaves no entry; update-ldcache disabled takes enable-cuda-compat
+    with it (it orders the cache update-ldcache builds)."""
+    def subcommands(*args):
+        hooks = spec_of(sim_host, *args)["containerEdits"].get("hooks", [])
+        assert len(hooks) <= 1
+        return [a for a in hooks[0]["args"] if not a.startswith(("-", "/", "@")) and "::" not in a
+                and not a[0].isdigit()] if hooks else None
+
+    assert subcommands() == ["nvidia-cdi-hook", "create-symlinks", "enable-cuda-compat", "update-ldcache",
+                             "disable-device-node-modification", "update-application-profile"]
+    assert subcommands("--disable-hook", "update-application-profile", "--disable-hooks=update-ldcache") == \
+        ["nvidia-cdi-hook", "create-symlinks", "disable-device-node-modification"]
+    assert subcommands("--disable-hook", "all") is None
+    assert subcommands("--disable-hook", "update-application-profile", "--enable-hook",
+                       "update-application-profile") == subcommands()
+    assert names(spec_of(sim_host, "--device-ids", "0", "--device=1:0", "--no-all-device")) == \
+        names(spec_of(sim_host, "--device-id", "0", "--device-id", "1:0", "--no-all-device"))
+    result = generate("--driver-root", str(sim_host), "--disable-hook", "chmod")
+    assert result.stderr.startswith("nvidia-ctk: WARNING: --disable-hook chmod: this toolkit writes no such hook")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--enable-hook", "all"], "enabling all hooks is not supported: name each one (--enable-hook)"),
+    (["--enable-hooks", "chmod"], "this toolkit writes no hook 'chmod' (its hooks: create-symlinks, enable-cuda-compat, "
+                                  "update-ldcache, disable-device-node-modification, update-application-profile) "
+                                  "(--enable-hook)"),
+])
+def test_enabling_what_cannot_be_enabled_is_one_line(sim_host, args, line):
+    result = generate("--driver-root", str(sim_host), *args, check=False)
+    assert (result.returncode, result.stderr, result.stdout) == (1, f"nvidia-ctk: error: {line}\n", "")
