@@ -11,7 +11,8 @@
 
 #include "cache_file.h"
 #include "create_apply.h"
-#include "create_json.h"
+#include "json.h"
+#include "text_buf.h"
 
 struct entry {
     const char *text;    /* the JSON text to write */
@@ -134,43 +135,43 @@ static int add_edit_line(void *arg, const char *value, size_t len)
 
 /* The existing items of a list member as entries; match: the item's own text inside quotes (env, as
  * strings), or a member of it (device "path", mount "destination"). */
-static int existing(const struct doc *doc, struct span list, const char *match_member, struct entries *out)
+static int existing(const struct json_doc *doc, struct json_span list, const char *match_member, struct entries *out)
 {
-    if (absent(doc, list))
+    if (json_absent(doc, list))
         return 0;
-    struct items it;
-    if (items_of(doc, list, &it))
+    struct json_items it;
+    if (json_items_of(doc, list, &it))
         return -1;
     for (size_t i = 0; i < it.n; i++) {
         struct entry e = { doc->d + it.val[i].start, it.val[i].end - it.val[i].start, NULL, 0, 0 };
         if (!match_member) {   /* env: the variable's name */
-            struct span s = inner(it.val[i]);
+            struct json_span s = json_inner(it.val[i]);
             const char *eq = memchr(doc->d + s.start, '=', s.end - s.start);
             e.match = doc->d + s.start;
             e.match_len = eq ? (size_t)(eq - e.match) : s.end - s.start;
         } else if (match_member[0]) {
-            struct span m;
-            if (member(doc, it.val[i], match_member, &m)) {
-                items_free(&it);
+            struct json_span m;
+            if (json_member(doc, it.val[i], match_member, &m)) {
+                json_items_free(&it);
                 return -1;
             }
-            if (kind(doc, m) == 'n' && strcmp(match_member, "destination") == 0) {
-                items_free(&it);
+            if (json_kind(doc, m) == 'n' && strcmp(match_member, "destination") == 0) {
+                json_items_free(&it);
                 return -1;   /* cdi.apply would fail on it: Python says so */
             }
-            if (kind(doc, m) == '"') {
+            if (json_kind(doc, m) == '"') {
                 e.match = doc->d + m.start + 1;
                 e.match_len = m.end - m.start - 2;
             }
         }
         entries_add(out, e);
     }
-    items_free(&it);
+    json_items_free(&it);
     return out->failed ? -1 : 0;
 }
 
 struct apply {
-    const struct doc *doc;
+    const struct json_doc *doc;
     const char *cache;
     int drop_nvidia_prestart;
     const char *hook_name;   /* for hook_list */
@@ -180,7 +181,7 @@ struct apply {
  * out. Returns REWRITE_WROTE; REWRITE_KEEP (nothing written: an absent member stays absent, a present
  * one as it is); REWRITE_DELETE (the member goes); -1 on failure. */
 enum { REWRITE_KEEP = 0, REWRITE_WROTE = 1, REWRITE_DELETE = 2 };
-typedef int (*member_writer)(struct apply *a, struct span v, struct buf *out);
+typedef int (*member_writer)(struct apply *a, struct json_span v, struct buf *out);
 
 struct rewrite {
     const char *key;
@@ -189,17 +190,17 @@ struct rewrite {
 
 /* The object v (absent or null: a new one) with the named members rewritten, every other member kept
  * as it is written. Returns as a member_writer. */
-static int rewrite_object(struct apply *a, struct span v, const struct rewrite *rw, size_t nrw, struct buf *out)
+static int rewrite_object(struct apply *a, struct json_span v, const struct rewrite *rw, size_t nrw, struct buf *out)
 {
-    const struct doc *doc = a->doc;
-    struct items it = { 0 };
-    if (kind(doc, v) == '{' && items_of(doc, v, &it))
+    const struct json_doc *doc = a->doc;
+    struct json_items it = { 0 };
+    if (json_kind(doc, v) == '{' && json_items_of(doc, v, &it))
         return -1;
     int done[8] = { 0 }, first = 1;
     buf_add(out, "{", 1);
     for (size_t i = 0; i < it.n; i++) {
         size_t r = 0;
-        while (r < nrw && !span_is(doc, it.key[i], rw[r].key))
+        while (r < nrw && !json_span_is(doc, it.key[i], rw[r].key))
             r++;
         size_t mark = out->len;
         if (!first)
@@ -212,7 +213,7 @@ static int rewrite_object(struct apply *a, struct span v, const struct rewrite *
             w = rw[r].write(a, it.val[i], out);
         }
         if (w < 0) {
-            items_free(&it);
+            json_items_free(&it);
             return -1;
         }
         if (w == REWRITE_DELETE) {
@@ -223,7 +224,7 @@ static int rewrite_object(struct apply *a, struct span v, const struct rewrite *
             buf_add(out, doc->d + it.val[i].start, it.val[i].end - it.val[i].start);
         first = 0;
     }
-    items_free(&it);
+    json_items_free(&it);
     for (size_t r = 0; r < nrw; r++) {
         if (done[r])
             continue;
@@ -233,7 +234,7 @@ static int rewrite_object(struct apply *a, struct span v, const struct rewrite *
         buf_add(out, "\"", 1);
         buf_str(out, rw[r].key);
         buf_add(out, "\":", 2);
-        int w = rw[r].write(a, (struct span){ 0, 0 }, out);
+        int w = rw[r].write(a, (struct json_span){ 0, 0 }, out);
         if (w < 0)
             return -1;
         if (w != REWRITE_WROTE) {
@@ -246,7 +247,7 @@ static int rewrite_object(struct apply *a, struct span v, const struct rewrite *
     return out->failed ? -1 : REWRITE_WROTE;
 }
 
-static int write_env(struct apply *a, struct span v, struct buf *out)
+static int write_env(struct apply *a, struct json_span v, struct buf *out)
 {
     struct entries list = { 0 }, adds = { 0 };
     struct edit_lines lines = { &adds, 0, 1 };
@@ -271,7 +272,7 @@ out:
     return r;
 }
 
-static int write_process(struct apply *a, struct span v, struct buf *out)
+static int write_process(struct apply *a, struct json_span v, struct buf *out)
 {
     static const struct rewrite rw[] = { { "env", write_env } };
     return rewrite_object(a, v, rw, 1, out);
@@ -279,7 +280,7 @@ static int write_process(struct apply *a, struct span v, struct buf *out)
 
 /* The list v with the cache's line_key edits: each replaces every item whose member has its path, and
  * goes last (cdi.apply's rule for device nodes and mounts). -1: failure (list freed by the caller). */
-static int replaced(struct apply *a, struct span v, const char *member, const char *line_key, struct entries *list)
+static int replaced(struct apply *a, struct json_span v, const char *member, const char *line_key, struct entries *list)
 {
     struct entries adds = { 0 };
     struct edit_lines lines = { &adds, 1, 0 };
@@ -292,7 +293,7 @@ static int replaced(struct apply *a, struct span v, const char *member, const ch
     return r || list->failed ? -1 : 0;
 }
 
-static int write_devices(struct apply *a, struct span v, struct buf *out)
+static int write_devices(struct apply *a, struct json_span v, struct buf *out)
 {
     struct entries list = { 0 };
     int r = replaced(a, v, "path", "device", &list) ? -1 : REWRITE_WROTE;   /* apply_device_nodes */
@@ -302,7 +303,7 @@ static int write_devices(struct apply *a, struct span v, struct buf *out)
     return r;
 }
 
-static int write_rules(struct apply *a, struct span v, struct buf *out)
+static int write_rules(struct apply *a, struct json_span v, struct buf *out)
 {
     struct entries list = { 0 };
     struct edit_lines lines = { &list, 0, 0 };
@@ -316,7 +317,7 @@ out:
     return r;
 }
 
-static int write_resources(struct apply *a, struct span v, struct buf *out)
+static int write_resources(struct apply *a, struct json_span v, struct buf *out)
 {
     if (!has_key(a->cache, "rule"))
         return REWRITE_KEEP;
@@ -324,13 +325,13 @@ static int write_resources(struct apply *a, struct span v, struct buf *out)
     return rewrite_object(a, v, rw, 1, out);
 }
 
-static int write_linux(struct apply *a, struct span v, struct buf *out)
+static int write_linux(struct apply *a, struct json_span v, struct buf *out)
 {
     static const struct rewrite rw[] = { { "devices", write_devices }, { "resources", write_resources } };
     return rewrite_object(a, v, rw, 2, out);
 }
 
-static int write_mounts(struct apply *a, struct span v, struct buf *out)
+static int write_mounts(struct apply *a, struct json_span v, struct buf *out)
 {
     struct entries list = { 0 };
     int r = -1;
@@ -357,25 +358,25 @@ out:
 }
 
 /* runtime_shim.modes._is_nvidia_hook: the path's or args[0]'s base name is the legacy hook's. */
-static int is_nvidia_hook(const struct doc *doc, struct span hook)
+static int is_nvidia_hook(const struct json_doc *doc, struct json_span hook)
 {
     static const char name[] = "nvidia-container-runtime-hook";
-    struct span path, args, first = { 0, 0 };
-    if (member(doc, hook, "path", &path) || member(doc, hook, "args", &args))
+    struct json_span path, args, first = { 0, 0 };
+    if (json_member(doc, hook, "path", &path) || json_member(doc, hook, "args", &args))
         return -1;
-    struct items it;
-    if (kind(doc, args) == '[') {
-        if (items_of(doc, args, &it))
+    struct json_items it;
+    if (json_kind(doc, args) == '[') {
+        if (json_items_of(doc, args, &it))
             return -1;
         if (it.n)
             first = it.val[0];
-        items_free(&it);
+        json_items_free(&it);
     }
-    struct span both[2] = { path, first };
+    struct json_span both[2] = { path, first };
     for (int k = 0; k < 2; k++) {
-        if (kind(doc, both[k]) != '"')
+        if (json_kind(doc, both[k]) != '"')
             continue;
-        struct span s = inner(both[k]);
+        struct json_span s = json_inner(both[k]);
         const char *base = doc->d + s.start;
         for (const char *p = base; p < doc->d + s.end; p++)
             if (*p == '/')
@@ -402,20 +403,20 @@ static int add_hook_line(void *arg, const char *value, size_t len)
     return 0;
 }
 
-static int write_hook_list(struct apply *a, struct span v, struct buf *out)
+static int write_hook_list(struct apply *a, struct json_span v, struct buf *out)
 {
-    const struct doc *doc = a->doc;
+    const struct json_doc *doc = a->doc;
     struct entries list = { 0 };
     struct hook_lines lines = { a->hook_name, &list };
     int r = -1;
-    if (!absent(doc, v)) {   /* existing hooks: match marks them (only they can be judged below) */
-        struct items it;
-        if (items_of(doc, v, &it))
+    if (!json_absent(doc, v)) {   /* existing hooks: match marks them (only they can be judged below) */
+        struct json_items it;
+        if (json_items_of(doc, v, &it))
             return -1;
         for (size_t i = 0; i < it.n; i++)
             entries_add(&list, (struct entry){ doc->d + it.val[i].start, it.val[i].end - it.val[i].start,
                                                doc->d + it.val[i].start, 0, 0 });
-        items_free(&it);
+        json_items_free(&it);
     }
     size_t before = list.n;
     if (each_line(a->cache, "hook", add_hook_line, &lines) || list.failed)
@@ -426,7 +427,8 @@ static int write_hook_list(struct apply *a, struct span v, struct buf *out)
         for (size_t i = 0; i < list.n; i++) {
             int nvidia = 0;
             if (list.e[i].match) {
-                struct span s = { (size_t)(list.e[i].text - doc->d), (size_t)(list.e[i].text - doc->d) + list.e[i].len };
+                size_t start = (size_t)(list.e[i].text - doc->d);
+                struct json_span s = { start, start + list.e[i].len };
                 if ((nvidia = is_nvidia_hook(doc, s)) < 0)
                     goto out;
             }
@@ -454,7 +456,7 @@ out:
 }
 
 #define HOOK_WRITER(fn, hook)                                        \
-    static int fn(struct apply *a, struct span v, struct buf *out)  \
+    static int fn(struct apply *a, struct json_span v, struct buf *out)  \
     {                                                                \
         a->hook_name = hook;                                         \
         return write_hook_list(a, v, out);                           \
@@ -466,38 +468,38 @@ HOOK_WRITER(write_start_container, "startContainer")
 HOOK_WRITER(write_poststart, "poststart")
 HOOK_WRITER(write_poststop, "poststop")
 
-static int write_hooks(struct apply *a, struct span v, struct buf *out)
+static int write_hooks(struct apply *a, struct json_span v, struct buf *out)
 {
     static const struct rewrite rw[] = { { "prestart", write_prestart }, { "createRuntime", write_create_runtime },
                                          { "createContainer", write_create_container },
                                          { "startContainer", write_start_container },
                                          { "poststart", write_poststart }, { "poststop", write_poststop } };
-    if (absent(a->doc, v) && !has_key(a->cache, "hook"))
+    if (json_absent(a->doc, v) && !has_key(a->cache, "hook"))
         return REWRITE_KEEP;
     return rewrite_object(a, v, rw, 6, out);
 }
 
 /* Whether the prestart hooks already hold the legacy hook (runtime_shim.modes.apply_legacy: then the
  * spec stays as it is). -1: cannot tell. */
-int has_nvidia_prestart(const struct doc *doc, struct span top)
+int has_nvidia_prestart(const struct json_doc *doc, struct json_span top)
 {
-    struct span hooks, prestart;
-    if (member(doc, top, "hooks", &hooks) || member(doc, hooks, "prestart", &prestart))
+    struct json_span hooks, prestart;
+    if (json_member(doc, top, "hooks", &hooks) || json_member(doc, hooks, "prestart", &prestart))
         return -1;
-    if (kind(doc, prestart) != '[')
+    if (json_kind(doc, prestart) != '[')
         return 0;
-    struct items it;
-    if (items_of(doc, prestart, &it))
+    struct json_items it;
+    if (json_items_of(doc, prestart, &it))
         return -1;
     int found = 0;
     for (size_t i = 0; !found && i < it.n; i++)
         found = is_nvidia_hook(doc, it.val[i]);
-    items_free(&it);
+    json_items_free(&it);
     return found;
 }
 
 /* The edited document: doc's text with the members the edits touch rewritten. */
-int apply_cached_edits(const struct doc *doc, struct span top, const char *cache, struct buf *out)
+int apply_cached_edits(const struct json_doc *doc, struct json_span top, const char *cache, struct buf *out)
 {
     struct apply a = { doc, cache, has_key(cache, "drop-nvidia-prestart"), NULL };
     struct rewrite rw[4];

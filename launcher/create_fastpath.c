@@ -31,10 +31,11 @@
 #include <unistd.h>
 
 #include "cache_file.h"
+#include "config_shape.h"
 #include "create_apply.h"
 #include "create_fastpath.h"
-#include "create_json.h"
 #include "json.h"
+#include "text_buf.h"
 
 #define CREATE_CACHE_MAGIC "gct-create-cache 2"
 #define CREATE_CACHE_MAX (1 << 20)
@@ -106,7 +107,7 @@ static int environ_key_line(void *arg, const char *name, size_t len)
 
 /* The request's key (runtime_shim/create_cache.py key_lines, the same lines in the same order; the
  * caller's variables it holds are the runtime cache's key-environ rules). */
-static int request_key(const struct doc *doc, struct span top, const char *rules, const char *program,
+static int request_key(const struct json_doc *doc, struct json_span top, const char *rules, const char *program,
                        const char *self, char **envp, struct buf *key)
 {
     key_line(key, "program", program, strlen(program), NULL, 0);
@@ -114,70 +115,71 @@ static int request_key(const struct doc *doc, struct span top, const char *rules
     struct environ_line environ_lines = { envp, key };
     if (each_line(rules, "key-environ", environ_key_line, &environ_lines))
         return -1;
-    struct span process, env, caps, bounding, user, uid, gid, annotations, mounts;
-    if (member(doc, top, "process", &process) || member(doc, process, "env", &env) ||
-        member(doc, process, "capabilities", &caps) || member(doc, caps, "bounding", &bounding) ||
-        member(doc, process, "user", &user) || member(doc, user, "uid", &uid) || member(doc, user, "gid", &gid) ||
-        member(doc, top, "annotations", &annotations) || member(doc, top, "mounts", &mounts))
+    struct json_span process, env, caps, bounding, user, uid, gid, annotations, mounts;
+    if (json_member(doc, top, "process", &process) || json_member(doc, process, "env", &env) ||
+        json_member(doc, process, "capabilities", &caps) || json_member(doc, caps, "bounding", &bounding) ||
+        json_member(doc, process, "user", &user) || json_member(doc, user, "uid", &uid) ||
+        json_member(doc, user, "gid", &gid) ||
+        json_member(doc, top, "annotations", &annotations) || json_member(doc, top, "mounts", &mounts))
         return -1;
-    struct items it;
-    if (kind(doc, env) == '[') {
-        if (items_of(doc, env, &it))
+    struct json_items it;
+    if (json_kind(doc, env) == '[') {
+        if (json_items_of(doc, env, &it))
             return -1;
         for (size_t i = 0; i < it.n; i++) {
-            struct span s = inner(it.val[i]);
+            struct json_span s = json_inner(it.val[i]);
             if (relevant_env(rules, doc->d + s.start, s.end - s.start))
                 key_line(key, "env", doc->d + s.start, s.end - s.start, NULL, 0);
         }
-        items_free(&it);
+        json_items_free(&it);
     }
-    if (kind(doc, annotations) == '{') {
-        if (items_of(doc, annotations, &it))
+    if (json_kind(doc, annotations) == '{') {
+        if (json_items_of(doc, annotations, &it))
             return -1;
         for (size_t i = 0; i < it.n; i++) {
-            struct span k = it.key[i], v = inner(it.val[i]);
+            struct json_span k = it.key[i], v = json_inner(it.val[i]);
             if (has_line(rules, "key-annotation-prefix", doc->d + k.start, k.end - k.start, 0))
                 key_line(key, "annotation", doc->d + k.start, k.end - k.start, doc->d + v.start, v.end - v.start);
         }
-        items_free(&it);
+        json_items_free(&it);
     }
-    if (kind(doc, mounts) == '[') {
-        if (items_of(doc, mounts, &it))
+    if (json_kind(doc, mounts) == '[') {
+        if (json_items_of(doc, mounts, &it))
             return -1;
         int bad = 0;
         for (size_t i = 0; !bad && i < it.n; i++) {
-            struct span dest, source;
-            bad = member(doc, it.val[i], "destination", &dest) || member(doc, it.val[i], "source", &source);
-            if (bad || kind(doc, dest) != '"')
+            struct json_span dest, source;
+            bad = json_member(doc, it.val[i], "destination", &dest) || json_member(doc, it.val[i], "source", &source);
+            if (bad || json_kind(doc, dest) != '"')
                 continue;
-            dest = inner(dest);
+            dest = json_inner(dest);
             if (!has_line(rules, "key-mount-prefix", doc->d + dest.start, dest.end - dest.start, 0))
                 continue;
-            if (kind(doc, source) == '"') {
-                source = inner(source);
+            if (json_kind(doc, source) == '"') {
+                source = json_inner(source);
                 key_line(key, "mount", doc->d + dest.start, dest.end - dest.start, doc->d + source.start,
                          source.end - source.start);
             } else {
                 key_line(key, "mount", doc->d + dest.start, dest.end - dest.start, NULL, 0);
             }
         }
-        items_free(&it);
+        json_items_free(&it);
         if (bad)
             return -1;
     }
     int privileged = 0;
-    if (kind(doc, bounding) == '[') {
-        if (items_of(doc, bounding, &it))
+    if (json_kind(doc, bounding) == '[') {
+        if (json_items_of(doc, bounding, &it))
             return -1;
         for (size_t i = 0; i < it.n; i++)
-            privileged |= span_is(doc, it.val[i], "\"CAP_SYS_ADMIN\"");
-        items_free(&it);
+            privileged |= json_span_is(doc, it.val[i], "\"CAP_SYS_ADMIN\"");
+        json_items_free(&it);
     }
     key_line(key, "privileged", privileged ? "1" : "0", 1, NULL, 0);
     buf_str(key, "user ");
-    buf_add(key, absent(doc, uid) ? "-" : doc->d + uid.start, absent(doc, uid) ? 1 : uid.end - uid.start);
+    buf_add(key, json_absent(doc, uid) ? "-" : doc->d + uid.start, json_absent(doc, uid) ? 1 : uid.end - uid.start);
     buf_add(key, " ", 1);
-    buf_add(key, absent(doc, gid) ? "-" : doc->d + gid.start, absent(doc, gid) ? 1 : gid.end - gid.start);
+    buf_add(key, json_absent(doc, gid) ? "-" : doc->d + gid.start, json_absent(doc, gid) ? 1 : gid.end - gid.start);
     buf_add(key, "\n", 1);
     return key->failed || key->len > CREATE_KEY_MAX ? -1 : 0;
 }
@@ -480,7 +482,7 @@ int create_from_cache(const char *program, const char *self, const char *bundle,
         return -1;
     if (!has_key(rules, "key-environ"))
         return -1;   /* a runtime cache without the key's rules (an older writer) */
-    struct doc doc = { data, total };
+    struct json_doc doc = { data, total };
     struct buf key = { 0 }, out = { 0 };
     char *cache = NULL;
     int result = -1;
@@ -492,8 +494,8 @@ int create_from_cache(const char *program, const char *self, const char *bundle,
     if (brackets > CREATE_MAX_BRACKETS || json_scan(data, total, NULL, 0, &top_type, &jerr) != 0 ||
         top_type != JSON_OBJECT)
         goto done;
-    size_t start = skip_ws(&doc, 0);
-    struct span top = { start, value_end(&doc, start) };
+    size_t start = json_skip_ws(&doc, 0);
+    struct json_span top = { start, json_value_end(&doc, start) };
     if (!config_shape_ok(&doc, top) || request_key(&doc, top, rules, program, self, envp, &key) != 0)
         goto done;
     cache = read_create_cache(cache_dir, config, identity, &key);

@@ -25,8 +25,8 @@
  *   gcc -static -O2 -D_GNU_SOURCE -I<dir of launcher_config.h> -Ilauncher -Icdi_hook -Ic_common \
  *       -Ilibcontainer_c/src launcher/\*.c cdi_hook/\*.c c_common/\*.c libcontainer_c/src/\*.c -o launcher
  * (the checkout's top folders; the other files here: runtime_passthrough.c, the runtime shim's fast
- * path, with runc_argv.c, cache_file.c and the create cache's create_fastpath.c, create_json.c and
- * create_apply.c; launcher_identity.c, whether a file is one of us).
+ * path, with runc_argv.c, cache_file.c and the create cache's create_fastpath.c, config_shape.c,
+ * create_apply.c and text_buf.c; launcher_identity.c, whether a file is one of us).
  * The wheel's build (setup.py) leaves GCT_PYTHON empty: a launcher installed by pip reads the
  * interpreter from the first line of INTERPRETER_FILE beside it, which the installer wrote from
  * "#!python" (PEP 427: scripts starting with "#!python" name the installing interpreter), and
