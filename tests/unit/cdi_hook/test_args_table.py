@@ -2,11 +2,13 @@
 them: hook.cdi_hook.parse_args (live injection re-reads the spec's hook entry) and the C program
 itself, run for real on a throwaway rootfs, where what it did is looked at: the links it made, the
 folders its ldconfig got (a static stand-in that records its argv, or the ld.so.conf.d drop-in), the
-ldconfig it ran, the config.json it read, its warnings and its error line."""
+ldconfig it ran, the config.json it read, its warnings and its error line. Then thousands of generated
+chains through both readers (the C one in a probe): the same tasks, warnings and error lines."""
 from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -14,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from hook.cdi_hook import HookError, parse_args
+from cdi.errors import message_line
+from hook.cdi_hook import SUBCOMMANDS, HookError, parse_args
+# the probe: nvidia-cdi-hook's own C files (args.c and message.c among them) in a test-only program
+from tests.unit.cdi_hook.test_json_reader import probe  # noqa: F401 (a fixture)
 
 TABLE = Path(__file__).with_name("args_cases.json")
 CASES = json.loads(TABLE.read_text())["cases"]
@@ -197,3 +202,70 @@ def test_c_program(case, tmp_path, fake_ldconfig):
     if want["container_spec"]:
         want["container_spec"] = "{spec}"
     assert seen == want
+
+
+# -- generated chains: the C reader against parse_args ---------------------------------------------
+# nvidia-cdi-hook's args.c and message.c run in the JSON reader's probe (test_json_reader.py), on
+# chains drawn from the words both readers know and the values that trip them: the tasks must be the
+# same, and so must every warning and error line (cdi.errors.message_line: printable, bounded).
+
+OPTIONS = {"create-symlinks": ["--link", "--container-spec", "--host-root"],
+           "update-ldcache": ["--folder", "--ldconfig-path", "--container-spec"],
+           "enable-cuda-compat": ["--host-driver-version", "--container-spec"],
+           "disable-device-node-modification": ["--params-file", "--container-spec"],
+           "update-application-profile": ["--container-spec"]}
+assert set(OPTIONS) == set(SUBCOMMANDS)
+WORDS = ["hook", "--debug", "-d", "--quiet", "-q", "--", "-", "--unknown", "-x", "newer-subcommand", "create-symlink",
+         "--LINK", "--link=", "--folder="]
+VALUES = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "libcuda.so.1::/usr/lib/libcuda.so", "a::b", "::/x", "x::",
+          "t::/l::/m", "@/sbin/ldconfig", "@relative", "/sbin/ldconfig.real", "relative", "", "550.54.15", "999",
+          "x550", "\u0665", "/spec.json", "/a\nb", "/\x1b[31m", "/\u202eevil", "/caf\u00e9", "/\udcff", "9" * 200,
+          "/" + "w" * 300, "a b", "-", "create-symlinks"]
+
+
+def random_chain(rng) -> list[str]:
+    """Subcommands with their options mostly, values as the next word or after "=", and stray words."""
+    chain = rng.choice([[], [], ["hook"], [rng.choice(WORDS)]])
+    for _ in range(rng.randint(0, 3)):
+        subcommand = rng.choice([*SUBCOMMANDS, rng.choice(WORDS)])
+        chain.append(subcommand)
+        for _ in range(rng.randint(0, 3)):
+            roll = rng.random()
+            option = rng.choice(OPTIONS.get(subcommand) or ["--x"]) if roll < 0.7 else rng.choice(WORDS)
+            value = rng.choice(VALUES)
+            chain += [f"{option}={value}"] if rng.random() < 0.3 else [option, value] if rng.random() < 0.9 else [option]
+    return chain
+
+
+def python_reading(args: list[str]) -> tuple[str, str]:
+    """(the tasks, stderr) as the probe writes them, from hook.cdi_hook.parse_args and cdi.errors."""
+    try:
+        tasks = parse_args(args)
+    except HookError as e:
+        return "", message_line("nvidia-cdi-hook", "error", str(e)) + "\n"
+    text = "".join(f"link {target} {link}\n" for target, link in tasks.links)
+    text += "".join(f"folder {folder}\n" for folder in tasks.folders)
+    text += (f"update_ldcache {int(tasks.update_ldcache)}\nldconfig {tasks.ldconfig}\n"
+             f"host_driver_version {tasks.host_driver_version or '-'}\n"
+             f"disable_device_node_modification {int(tasks.disable_device_node_modification)}\n"
+             f"update_application_profile {int(tasks.update_application_profile)}\n"
+             f"params_file {tasks.params_file}\ncontainer_spec {tasks.container_spec or '-'}\n")
+    return text, "".join(message_line("nvidia-cdi-hook", "warning", w) + "\n" for w in tasks.warnings)
+
+
+def test_generated_chains_read_as_parse_args_reads_them(probe):
+    rng = random.Random("nvidia-cdi-hook args")
+    chains = [random_chain(rng) for _ in range(3000)]
+    chains += [[*rng.choice([[], ["hook"]]), *case["args"]] for case in CASES
+               if "{" not in json.dumps(case["args"])]   # the table's own chains too
+    results = probe.run([("a", b"".join(os.fsencode(arg) + b"\0" for arg in chain)) for chain in chains])
+    differ = []
+    for chain, (outcome, value) in zip(chains, results):
+        got = tuple(part.decode("utf-8", "surrogateescape") for part in value.split(b"\0", 1))
+        if outcome != "ok" or got != python_reading(chain):
+            differ.append((chain, got, python_reading(chain)))
+    assert not differ, differ[:3]
+    outcomes = [python_reading(chain) for chain in chains]
+    # both outcomes exercised: chains that do something, warnings, errors
+    assert sum(bool(t) for t, _ in outcomes) > 300 and sum("warning" in m for _, m in outcomes) > 300
+    assert sum("error" in m for _, m in outcomes) > 300

@@ -50,7 +50,7 @@ class Probe:
 def probe(tmp_path_factory) -> Probe:
     out = tmp_path_factory.mktemp("json-probe") / "json_probe"
     sources = [str(JSON_SOURCES / f) for f in ("json.c", "json_value.c")]
-    sources += [str(HOOK_SOURCES / f) for f in ("container.c", "message.c")]
+    sources += [str(HOOK_SOURCES / f) for f in ("args.c", "container.c", "message.c")]
     sources.append(str(HELPER_SOURCES / "read_bounded.c"))
     cmd = ["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{HOOK_SOURCES}",
            f"-I{JSON_SOURCES}", f"-I{HELPER_SOURCES}",
