@@ -4,8 +4,13 @@
  * ldconfig rewrites and fsyncs its cache on every run, changed or not, and a restarted container
  * reuses its rootfs: so when the root has a /proc directory (runtimes make one) ldconfig writes the
  * cache (-C) on a scratch tmpfs the sandbox puts there, and it is put in the root's /etc with
- * gct_replace_file (a fresh file, fsync'd, renamed into place) unless that already is the same
- * file, byte for byte. The image's own entries are refreshed at every start all the same. The
+ * gct_replace_file (a fresh file renamed into place) unless that already is the same file, byte
+ * for byte. The image's own entries are refreshed at every start all the same. It is not fsync'd
+ * (ldconfig fsyncs its own): on a fresh rootfs the cache always differs from the image's, and an
+ * fsync there cost ~4 ms (up to ~14 ms) of every new GPU container's start on our disk; what it
+ * would keep is made again at the container's next start, which rewrites a cache that is not this
+ * one (also one a crash left short), before anything in the container runs. The rename keeps a
+ * reader from ever seeing a part-written file. The
  * sandboxed program may have been subverted by the image's files: what it left is read only when it
  * is a regular file (not followed, opened O_NONBLOCK) no larger than the sandbox let it write.
  * Without a /proc directory ldconfig writes /etc/ld.so.cache itself, as it does on its own. */
@@ -88,7 +93,7 @@ static int install_cache(int rootfd, int scratch, struct gct_sandbox_result *res
         return failed(res, "read the cache it built", SCRATCH_CACHE);
     etc = gct_resolve(rootfd, "/etc", O_PATH | O_DIRECTORY);
     if (etc >= 0)
-        rc = gct_replace_file(etc, CACHE_NAME, data, len, 0644, 1);   /* fsync'd, as ldconfig does */
+        rc = gct_replace_file(etc, CACHE_NAME, data, len, 0644, 0);   /* no fsync: see the top */
     if (rc < 0)
         failed(res, "write the cache", CACHE_PATH);
     gct_close_keep_errno(etc);
