@@ -9,10 +9,11 @@ APT_STAMP := $(VENV)/.apt-installed
 
 # build: gcc, python3-dev (the cffi module), libc6-dev (its headers and the static launcher's libc.a). Tests and demo: the real runtimes and
 # engines, busybox-static for test images, the tools the packaging and e2e tests call; etcd-server and openssl
-# for the Kubernetes control plane of the e2e tests (docs/kubernetes-testing.md).
+# for the Kubernetes control plane of the e2e tests (docs/kubernetes-testing.md); lxc for LXC's own nvidia hook
+# (`bench lxc` and its e2e test); strace for the test that counts the ld cache's fsyncs.
 APT_PACKAGES := gcc make libc6-dev python3-venv python3-dev \
 	runc crun podman docker.io containerd busybox-static iproute2 procps kmod util-linux \
-	rpm mmdebstrap systemd lintian etcd-server openssl
+	rpm mmdebstrap systemd lintian etcd-server openssl lxc strace
 
 .PHONY: all venv kube demo test test-unit test-e2e reliability reliability-report bench clean apt packages
 
