@@ -1,7 +1,7 @@
 """The GPUs and MIG devices of a host, read through NVML from a driver root.
 
 NVML is read by `gct-nvml-inventory` (nvml_inventory/nvml_inventory.c), the small C program installed
-beside the launchers, which loads the library in a child process of its own and prints every answer,
+in the installation's libexec/ (beside the launchers' bin/: libexec_dir), which loads the library in a child process of its own and prints every answer,
 one line each (the transcript, see inventory_from_transcript); this module turns those lines into an
 Inventory. So a library that never finishes loading (a constructor that hangs, which no thread of this
 process could interrupt: the loader holds its lock and cffi's dlopen the interpreter's), an nvmlInit
@@ -31,9 +31,11 @@ NVML_SONAME = "libnvidia-ml.so.1"
 # nvidia-container-cli.root; a containerised driver lives under e.g. /run/nvidia/driver).
 NO_DRIVER_HINT = ("install the NVIDIA driver, or give the root it is installed under (--driver-root; "
                   "config.toml nvidia-container-cli.root)")
-# The C program that reads NVML and prints the transcript (nvml_inventory/nvml_inventory.c), installed
-# beside the launchers: load_inventory runs it, and so does the static launcher, which cannot dlopen.
+# The C program that reads NVML and prints the transcript (nvml_inventory/nvml_inventory.c), an internal
+# helper installed off PATH, in <prefix>/libexec beside the launchers' <prefix>/bin (libexec_dir):
+# load_inventory runs it, and so does the static launcher, which cannot dlopen.
 NVML_INVENTORY_PROGRAM = "gct-nvml-inventory"
+LIBEXEC = "libexec"
 NVML_TIMEOUT_ENV = "NVIDIA_CTK_NVML_TIMEOUT"
 DEFAULT_NVML_TIMEOUT = 60.0
 MAX_NVML_TIMEOUT = 3600.0
@@ -82,18 +84,29 @@ def library_to_load(root: DriverRoot) -> str:
     return path
 
 
+def libexec_dir(bin_dir: str) -> str:
+    """The internal helpers' folder of the installation whose programs are in bin_dir: <prefix>/libexec
+    beside <prefix>/bin (a venv's, the package's /usr/lib/gpu-container-toolkit/libexec, the folder pip
+    installs the wheel's libexec data into, beside the scripts' bin/)."""
+    return os.path.join(os.path.dirname(os.path.normpath(bin_dir)), LIBEXEC)
+
+
 def inventory_program(bin_dir: str | None = None) -> str | None:
-    """gct-nvml-inventory in bin_dir (the runtime shim's: its launcher's folder), else beside this
-    interpreter, where every installation puts it with the launchers (the venv's or the package's bin);
-    None when it is not there. Never looked up in PATH: root programs run it."""
+    """gct-nvml-inventory of the installation whose programs are in bin_dir (the runtime shim's: its
+    launcher's folder), else of this interpreter's (the venv's or the package's bin), else in the
+    libexec/ of the install scheme's data folder (a wheel installed into a system interpreter:
+    /usr/local/libexec); None when it is not there. Never looked up in PATH: root programs run it."""
     import sys
 
     for folder in (bin_dir, os.path.dirname(sys.executable) if sys.executable else None):
         if folder:
-            program = os.path.join(folder, NVML_INVENTORY_PROGRAM)
+            program = os.path.join(libexec_dir(folder), NVML_INVENTORY_PROGRAM)
             if os.access(program, os.X_OK):
                 return program
-    return None
+    import sysconfig   # only here: ~1 ms, and the installations above are the usual ones
+
+    program = os.path.join(sysconfig.get_path("data"), LIBEXEC, NVML_INVENTORY_PROGRAM)
+    return program if os.access(program, os.X_OK) else None
 
 
 class _NvmlState:

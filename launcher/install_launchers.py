@@ -8,13 +8,15 @@ program needs nothing from the environment, and the toolkit's version (cdi.versi
 Each program is a copy of the binary named after it
 (the launcher picks the program by its own file name). nvidia-cdi-hook is C (cdi_hook/), linked
 into the same binary with the C the programs share (c_common/) and the C helper's sources
-(libcontainer_c/src/): it needs no interpreter at all. Beside them goes gct-nvml-inventory
-(nvml_inventory/, cdi.nvml.NVML_INVENTORY_PROGRAM), a program of its own and dynamically linked, as it
-must dlopen NVML, which the static launcher cannot.
+(libcontainer_c/src/): it needs no interpreter at all. gct-nvml-inventory (nvml_inventory/,
+cdi.nvml.NVML_INVENTORY_PROGRAM), a program of its own and dynamically linked, as it must dlopen NVML,
+which the static launcher cannot, is an internal helper: it goes into BINDIR/../libexec
+(cdi.nvml.libexec_dir), off PATH, where every caller looks for it.
 
 The wheel carries the launcher too (setup.py calls build_wheel_scripts): built without a baked
 interpreter, it reads the one pip installed it for from INTERPRETER_FILE beside it, so
-`pip install` puts every program on PATH and `pip uninstall` removes them. `make venv` and the
+`pip install` puts every program on PATH (and gct-nvml-inventory, the wheel's data, into the
+environment's libexec/) and `pip uninstall` removes them. `make venv` and the
 system packages still run this module, for the fixed import path.
 """
 from __future__ import annotations
@@ -125,6 +127,11 @@ def nvml_inventory_program() -> str:
     return toolkit_module("cdi.nvml").NVML_INVENTORY_PROGRAM
 
 
+def libexec_dir(bindir: Path) -> Path:
+    """Where gct-nvml-inventory goes for the programs in bindir (cdi.nvml.libexec_dir: <prefix>/libexec)."""
+    return Path(toolkit_module("cdi.nvml").libexec_dir(str(bindir)))
+
+
 def compile_program(cmd: list[str], what: str) -> None:
     """Runs the compiler command; its failure ends the install with the command and the compiler's
     output."""
@@ -158,9 +165,12 @@ def build_launcher(python: str | None, out: Path, cc: str = "cc", strip: bool = 
         compile_program(cmd, "the launcher")
 
 
-def build_nvml_inventory(out: Path, cc: str = "cc", strip: bool = False) -> None:
-    """gct-nvml-inventory: dynamically linked (dlopen), with -ldl for a glibc before 2.34."""
+def build_nvml_inventory(out: Path, cc: str = "cc", strip: bool = False, version: str | None = None) -> None:
+    """gct-nvml-inventory: dynamically linked (dlopen), with -ldl for a glibc before 2.34; version (for
+    --version): the toolkit's, when it is not installed yet (the wheel's build)."""
+    version = version or toolkit_version()[1]
     cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", *(["-s"] if strip else []),
+           f"-DGCT_TOOLKIT_VERSION={c_string(version)}",
            f"-I{NVML_ABI_DIR}", str(NVML_INVENTORY_SOURCE), "-o", str(out), "-ldl"]
     compile_program(cmd, out.name)
 
@@ -185,33 +195,36 @@ def place(source: Path, folder: Path, name: str) -> None:
         raise
 
 
-def _build_and_place(folder: Path, names: list[str], python: str | None, cc: str = "cc", strip: bool = False,
-                     version: str | None = None) -> list[str]:
-    """The launcher (build_launcher's python, cc, strip, version) under each of names, and
-    gct-nvml-inventory, in folder: both built in a private temporary directory, then placed (see
-    place). Their names."""
+def _build_and_place(folder: Path, names: list[str], helper_folder: Path, python: str | None, cc: str = "cc",
+                     strip: bool = False, version: str | None = None) -> list[str]:
+    """The launcher (build_launcher's python, cc, strip, version) under each of names in folder, and
+    gct-nvml-inventory in helper_folder: both built in a private temporary directory, then placed (see
+    place). The launchers' names."""
     folder.mkdir(parents=True, exist_ok=True)
+    helper_folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gct-launchers-") as build:
         launcher, inventory = Path(build, "launcher"), Path(build, nvml_inventory_program())
         build_launcher(python, launcher, cc, strip=strip, version=version)
-        build_nvml_inventory(inventory, cc, strip=strip)
+        build_nvml_inventory(inventory, cc, strip=strip, version=version)
         for name in names:
             place(launcher, folder, name)
-        place(inventory, folder, inventory.name)
-    return [*names, inventory.name]
+        place(inventory, helper_folder, inventory.name)
+    return list(names)
 
 
 def install(bindir: Path, python: str) -> list[str]:
-    """Every program into bindir: the launcher under each name, and gct-nvml-inventory; their names."""
-    return _build_and_place(bindir, installable_programs(), python)
+    """Every program into bindir (the launcher under each name), gct-nvml-inventory into
+    libexec_dir(bindir); the programs' names."""
+    return _build_and_place(bindir, installable_programs(), libexec_dir(bindir), python)
 
 
-def build_wheel_scripts(scripts_dir: Path, version: str, cc: str = "cc") -> list[str]:
+def build_wheel_scripts(scripts_dir: Path, helper_folder: Path, version: str, cc: str = "cc") -> list[str]:
     """The launcher, built without an interpreter, under each program's name into the wheel's scripts
-    (every program but the tests' probe), and gct-nvml-inventory; version: the one being built.
-    INTERPRETER_FILE comes from setup.py's scripts."""
-    return _build_and_place(scripts_dir, [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS], None, cc,
-                            strip=True, version=version)
+    (every program but the tests' probe), and gct-nvml-inventory into helper_folder (setup.py makes it
+    the wheel's data for libexec/); version: the one being built. INTERPRETER_FILE comes from setup.py's
+    scripts."""
+    return _build_and_place(scripts_dir, [name for name in PROGRAMS if name not in TEST_ONLY_PROGRAMS],
+                            helper_folder, None, cc, strip=True, version=version)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = install(args.bindir, os.path.abspath(args.python))
     print(f"installed {len(names)} programs into {args.bindir}: {' '.join(names)}")
+    print(f"installed {nvml_inventory_program()} into {libexec_dir(args.bindir)}")
     return 0
 
 

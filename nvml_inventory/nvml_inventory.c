@@ -39,6 +39,7 @@
  * 2 the run outlived TIMEOUT_SECONDS (a driver that never answers); 3 the library crashed or ended
  * the process itself; 4 the library could not be loaded (dlopen failed: for a bare soname, no driver
  * installed). Only status 0 means a transcript, and then a whole one.
+ * --help prints the usage, --version (-v) the toolkit's version (exit status 0).
  * Nothing is read from the environment (the launcher starts it with none). It is linked dynamically,
  * unlike the launcher, because it must dlopen.
  */
@@ -535,10 +536,37 @@ static int wait_until(pid_t pid, const struct timespec *deadline)
     }
 }
 
+/* The toolkit's version, given by install_launchers (-DGCT_TOOLKIT_VERSION=...); a bare compile says so. */
+#ifndef GCT_TOOLKIT_VERSION
+#define GCT_TOOLKIT_VERSION "unknown"
+#endif
+
+static const char usage[] =
+    "usage: " PROG " LIBRARY MIG_MINORS TIMEOUT_SECONDS\n"
+    "\n"
+    "An internal helper of gpu-container-toolkit, run by its programs (not by people): prints the NVML\n"
+    "answers a GPU inventory is made of, read in a child process, so that a driver library that hangs\n"
+    "or crashes ends in one error line within TIMEOUT_SECONDS.\n"
+    "\n"
+    "  LIBRARY          libnvidia-ml's absolute path, or a bare soname for the loader to search\n"
+    "  MIG_MINORS       the driver's proc driver/nvidia-caps/mig-minors file\n"
+    "  TIMEOUT_SECONDS  above 0, at most 3600\n"
+    "\n"
+    "Exit status 0: the answers on stdout; 1 error, 2 timeout, 3 the library crashed, 4 it could not\n"
+    "be loaded (one line on stderr). --help this text, --version (-v) the version.\n";
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0)) {
+        printf("%s (gpu-container-toolkit) %s\n", PROG, GCT_TOOLKIT_VERSION);
+        return 0;
+    }
     if (argc != 4)
-        fail(1, "command line", "expected LIBRARY MIG_MINORS TIMEOUT_SECONDS, got %d arguments", argc - 1);
+        fail(1, "command line", "expected LIBRARY MIG_MINORS TIMEOUT_SECONDS (see --help), got %d arguments", argc - 1);
     /* what the caller left open beyond stdio (a container's descriptors, handed to runc) is not the
      * driver library's to see; a kernel without close_range (before 5.9) keeps them, as Python would */
     close_range(3, ~0U, 0);

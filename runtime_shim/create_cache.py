@@ -156,9 +156,9 @@ def answer_line(path: str, answer: list[int] | None) -> str:
 
 def jit_checks(recording, edits, launcher_exe: str) -> Checks | None:
     """jit-cdi's checks (runtime_shim.jit_cdi.JitRecording), or None when its edits cannot be kept."""
-    from cdi.nvml import NVML_INVENTORY_PROGRAM, nvml_timeout
+    from cdi.nvml import NVML_INVENTORY_PROGRAM, libexec_dir, nvml_timeout
 
-    helper = os.path.join(os.path.dirname(launcher_exe), NVML_INVENTORY_PROGRAM)
+    helper = os.path.join(libexec_dir(os.path.dirname(launcher_exe)), NVML_INVENTORY_PROGRAM)
     answers = recording.answers()
     if answers is None or not os.access(helper, os.X_OK):
         return None

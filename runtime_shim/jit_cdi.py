@@ -107,7 +107,8 @@ def jit_edits(request: DeviceRequest, config: Config, environ: dict[str, str],
         root = recording.watch(root)
         recording.hook_path = hook_path
         recording.keepable = hook_path is not None and not request.capabilities & GRAPHICS_CAPABILITIES
-    # NVML read by the gct-nvml-inventory beside the launcher: the one the cached path will run again
+    # NVML read by the gct-nvml-inventory of the launcher's installation (its libexec/): the one the
+    # cached path will run again
     inventory = load_inventory(root, recording.transcript if recording is not None else None,
                                os.path.dirname(launcher_exe) if launcher_exe else None)
     selection = select_and_check(request, inventory, config.cdi.default_kind)

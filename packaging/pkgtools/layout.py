@@ -127,8 +127,6 @@ def stage_manuals(dest: Path, flavour: Flavour, programs: tuple[str, ...], manua
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
     helps = manuals["help"]
     for program in programs:
-        if program in manpages.INTERNAL:
-            continue
         if program in manpages.ALIASES:
             link = dest / MAN_DIR.lstrip("/") / f"{program}.1.gz"
             link.parent.mkdir(parents=True, exist_ok=True)

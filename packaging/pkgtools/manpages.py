@@ -51,8 +51,6 @@ SUBCOMMANDS = {
     "nvidia-device-plugin": ("labels",),
 }
 NO_HELP = {"nvidia-container-runtime"}   # its --help is the low-level runtime's
-# An internal helper in /usr/bin that gets no page (it is no command for people).
-INTERNAL = {"gct-nvml-inventory"}
 # Names that share another program's page (the same binary, a fixed mode).
 ALIASES = {"nvidia-container-runtime.cdi": "nvidia-container-runtime",
            "nvidia-container-runtime.legacy": "nvidia-container-runtime"}
@@ -90,7 +88,7 @@ def collect(bindir: str, programs: list[str]) -> dict:
     """{"help": {program: [[command line, help text], ...]}, "completion": {program: {shell: script}}}."""
     helps: dict[str, list[list[str]]] = {}
     for program in programs:
-        if program in NO_HELP or program in ALIASES or program in INTERNAL:
+        if program in NO_HELP or program in ALIASES:
             continue
         path = f"{bindir}/{program}"
         pages: list[list[str]] = []

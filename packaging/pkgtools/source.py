@@ -30,8 +30,10 @@ def read_project(repo: Path) -> Project:
     path = repo / "pyproject.toml"
     try:
         table = tomllib.loads(path.read_text())["project"]
+        if not isinstance(table["license"], str):
+            raise TypeError("project.license is to be an SPDX expression (a string, PEP 639)")
         return Project(name=table["name"], version=table["version"], description=table["description"],
-                       license=table["license"]["text"])
+                       license=table["license"])
     except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
         raise BuildError(f"cannot read the project metadata: {exc}", str(path)) from None
 

@@ -197,7 +197,8 @@ def inner_main(argv: list[str] | None = None) -> int:
              f"{name_version[0]}=={name_version[1]}")
         installed = run([f"{PREFIX}/bin/python", "-I", "-m", "launcher.install_launchers", f"{PREFIX}/bin"],
                         "installing the launchers", cwd="/")
-        programs = installed.stdout.split(":", 1)[1].split() if ":" in installed.stdout else []
+        first = installed.stdout.splitlines()[0] if installed.stdout else ""   # the programs in bin/
+        programs = first.split(":", 1)[1].split() if ":" in first else []
         programs = [p for p in programs if p not in TEST_ONLY_PROGRAMS]
         try:  # the programs' own --help and completion scripts, for the manual pages (run where they are installed)
             manuals = manpages.collect(f"{PREFIX}/bin", sorted({*programs, *KEPT_SCRIPTS}))

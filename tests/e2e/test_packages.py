@@ -45,7 +45,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 PREFIX = "/usr/lib/gpu-container-toolkit"
 PROGRAMS = ("nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
             "nvidia-container-runtime-hook", "nvidia-cdi-hook", "nvidia-container-cli", "nvidia-ctk", "nvidia-device-plugin")
-NVML_READER = NVML_INVENTORY_PROGRAM   # beside the launchers, not one of them
+NVML_READER = NVML_INVENTORY_PROGRAM   # an internal helper in the environment's libexec/, off PATH
 DEVICE_PLUGIN_CONFIG = "/etc/nvidia-device-plugin/config.yaml"
 DEVICE_PLUGIN_UNIT = "nvidia-device-plugin.service"   # shipped, never enabled by the package
 CONFFILES_DEB = ("/etc/nvidia-container-runtime/config.toml", "/etc/default/nvidia-cdi-refresh", DEVICE_PLUGIN_CONFIG)
@@ -152,6 +152,9 @@ def test_wheel_installs_into_a_fresh_venv_and_its_programs_run(built, tmp_path):
     sh([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", str(built["wheel"])], env=env)
     version = sh([str(venv / "bin/nvidia-ctk"), "--version"], env=env)
     assert "0.1.0" in version.stdout
+    # the NVML helper, the wheel's data, in the venv's libexec/ (off PATH), where the programs find it
+    assert "gct-nvml-inventory (gpu-container-toolkit) 0.1.0" in sh([str(venv / "libexec" / NVML_READER), "--version"]).stdout
+    assert not (venv / "bin" / NVML_READER).exists()
     installed = sh([str(venv / "bin/python"), "-m", "launcher.install_launchers", str(venv / "bin")], cwd="/")
     assert "nvidia-cdi-hook" in installed.stdout
     # a launcher-started program, from the wheel's installation (not the checkout)
@@ -219,7 +222,8 @@ def test_deb_metadata_conffiles_and_scripts(built, tmp_path):
 
 
 def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
-    for program in (*PROGRAMS, NVML_READER):
+    assert not os.path.lexists(deb_tree / "usr/bin" / NVML_READER)
+    for program in PROGRAMS:
         link = deb_tree / "usr/bin" / program
         assert link.is_symlink(), program
         assert os.path.normpath(link.parent / os.readlink(link)) == str(deb_tree) + f"{PREFIX}/bin/{program}"
@@ -232,8 +236,10 @@ def test_deb_payload_files_modes_and_no_build_paths(built, deb_tree):
         assert f"{PREFIX}/lib/python3.".encode() in data
     launchers = {(deb_tree / PREFIX[1:] / "bin" / p).stat().st_ino for p in PROGRAMS}
     assert len(launchers) == 1, "the launchers are hard links of one binary"
-    reader = deb_tree / PREFIX[1:] / "bin" / NVML_READER
+    assert not (deb_tree / PREFIX[1:] / "bin" / NVML_READER).exists()
+    reader = deb_tree / PREFIX[1:] / "libexec" / NVML_READER
     assert reader.stat().st_ino not in launchers and "INTERP" in sh(["readelf", "-l", str(reader)]).stdout
+    assert reader.stat().st_mode & 0o777 == 0o755
     assert not (deb_tree / PREFIX[1:] / "bin/gct-launcher-probe").exists()
     assert not (deb_tree / PREFIX[1:] / "bin/pip").exists()
     assert not (deb_tree / PREFIX[1:] / "bin/.gpu-container-toolkit-python").exists()   # the wheel's, pruned
@@ -291,8 +297,8 @@ def test_lintian_finds_no_errors(built, tmp_path):
               env={**os.environ, "TMPDIR": str(tmp_path)})
     tags = [line for line in done.stdout.splitlines() if re.match(r"^[EWIXCPOM]: ", line)]
     errors = [t for t in tags if t.startswith("E: ")]
-    # every program in /usr/bin has its page; the internal NVML helper has none
-    warnings = {t.split()[2] for t in tags if t.startswith("W: ") and f"usr/bin/{NVML_READER}" not in t}
+    # every program in /usr/bin has its page (the internal NVML helper is in the environment's libexec/)
+    warnings = {t.split()[2] for t in tags if t.startswith("W: ")}
     assert errors == [], errors
     assert warnings <= {"initial-upload-closes-no-bugs"}, warnings
 
@@ -329,8 +335,10 @@ def symbol_versions_needed(tree: Path) -> set[tuple[str, str]]:
 def test_rpm_lists_the_expected_files_and_metadata(built, deb_tree):
     rpm = str(built["rpm"])
     files = sh(["rpm", "-qlp", rpm]).stdout.split()
-    for program in (*PROGRAMS, NVML_READER):
+    for program in PROGRAMS:
         assert f"/usr/bin/{program}" in files and f"{PREFIX}/bin/{program}" in files, program
+    assert f"{PREFIX}/libexec/{NVML_READER}" in files
+    assert not [f for f in files if f.endswith(f"/{NVML_READER}") and f != f"{PREFIX}/libexec/{NVML_READER}"]
     for path in (*CONFFILES_RPM, "/usr/lib/systemd/system/nvidia-cdi-refresh.service",
                  f"/usr/lib/systemd/system/{DEVICE_PLUGIN_UNIT}",
                  "/usr/lib/systemd/system/nvidia-cdi-refresh.path", "/usr/lib/udev/rules.d/71-nvidia-cdi-refresh.rules",
@@ -532,6 +540,7 @@ def test_deb_in_a_fresh_debian_root_install_run_remove_purge(built, bookworm_bas
     # the programs run with only what the package and its dependencies installed
     assert "0.1.0" in box.run("nvidia-ctk --version").stdout
     assert box.run("nvidia-container-cli --version").returncode == 0
+    assert box.run(f"{PREFIX}/libexec/{NVML_READER} --version").stdout == f"{NVML_READER} (gpu-container-toolkit) 0.1.0\n"
     assert list((root / PREFIX[1:]).rglob("__pycache__")), "post-install compiles the bytecode"
     cdi_hook = box.run("nvidia-cdi-hook --help", check=False)
     assert "cannot execute" not in cdi_hook.stderr and "No module named" not in cdi_hook.stderr, cdi_hook.stderr

@@ -22,9 +22,9 @@ PROBE_CTK = "gct-launcher-probe-ctk"   # the probe, classifying its command line
 
 @pytest.fixture(scope="module")
 def bindir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bin")
+    path = tmp_path_factory.mktemp("launchers") / "bin"   # gct-nvml-inventory goes into ../libexec
     names = install_launchers.install(path, sys.executable)
-    assert PROBE in names
+    assert PROBE in names and NVML_INVENTORY_PROGRAM not in names
     return path
 
 
@@ -240,15 +240,16 @@ def test_program_table_in_c_matches_the_installer():
 def test_nvidia_cdi_hook_runs_without_python(tmp_path):
     """nvidia-cdi-hook is C inside the launcher: a launcher whose interpreter does not exist runs it
     all the same (while a Python program from the same build cannot start)."""
-    names = install_launchers.install(tmp_path, "/nonexistent/python3")
+    bindir = tmp_path / "bin"
+    names = install_launchers.install(bindir, "/nonexistent/python3")
     assert "nvidia-cdi-hook" in names
-    done = subprocess.run([str(tmp_path / "nvidia-cdi-hook"), "--help"], capture_output=True, text=True, env={},
+    done = subprocess.run([str(bindir / "nvidia-cdi-hook"), "--help"], capture_output=True, text=True, env={},
                           stdin=subprocess.DEVNULL, timeout=30)
     assert done.returncode == 0 and "create-symlinks  --link TARGET::LINK" in done.stdout, done.stderr
-    done = subprocess.run([str(tmp_path / "nvidia-cdi-hook"), "chmod"], capture_output=True, text=True, env={},
+    done = subprocess.run([str(bindir / "nvidia-cdi-hook"), "chmod"], capture_output=True, text=True, env={},
                           stdin=subprocess.DEVNULL, timeout=30)
     assert (done.returncode, done.stderr) == (0, "nvidia-cdi-hook: warning: ignoring unknown subcommand 'chmod'\n")
-    probe = subprocess.run([str(tmp_path / PROBE)], capture_output=True, text=True, env={}, timeout=30)
+    probe = subprocess.run([str(bindir / PROBE)], capture_output=True, text=True, env={}, timeout=30)
     assert probe.returncode == 127 and "cannot execute /nonexistent/python3" in probe.stderr
 
 
@@ -256,19 +257,22 @@ def test_a_file_planted_in_the_bin_dir_is_never_written_through(tmp_path):
     """The launchers are built elsewhere and written under fresh names made with O_EXCL: symlinks at
     the temp names an install used to write (".gct-launcher.tmp", ".<program>.tmp") are left alone,
     the file they lead to is not written, and every program is a regular file of its own."""
-    bindir, victim = tmp_path / "bin", tmp_path / "victim"
+    bindir, libexec, victim = tmp_path / "bin", tmp_path / "libexec", tmp_path / "victim"
     bindir.mkdir()
+    libexec.mkdir()
     victim.write_text("keep")
-    planted = [".gct-launcher.tmp", ".nvidia-ctk.tmp", ".nvidia-cdi-hook.tmp", f".{NVML_INVENTORY_PROGRAM}.tmp"]
+    planted = [".gct-launcher.tmp", ".nvidia-ctk.tmp", ".nvidia-cdi-hook.tmp"]
     for name in planted:
         os.symlink(victim, bindir / name)
+    os.symlink(victim, libexec / f".{NVML_INVENTORY_PROGRAM}.tmp")
     names = install_launchers.install(bindir, sys.executable)
     assert victim.read_bytes() == b"keep"
     assert sorted(p.name for p in bindir.iterdir()) == sorted([*names, *planted])
+    assert sorted(p.name for p in libexec.iterdir()) == sorted([NVML_INVENTORY_PROGRAM, f".{NVML_INVENTORY_PROGRAM}.tmp"])
     assert all(os.readlink(bindir / name) == str(victim) for name in planted)
-    for name in names:
-        st = os.lstat(bindir / name)
-        assert stat.S_ISREG(st.st_mode) and st.st_mode & 0o777 == 0o755 and st.st_nlink == 1, name
+    for path in [*(bindir / name for name in names), libexec / NVML_INVENTORY_PROGRAM]:
+        st = os.lstat(path)
+        assert stat.S_ISREG(st.st_mode) and st.st_mode & 0o777 == 0o755 and st.st_nlink == 1, path
     done = subprocess.run([str(bindir / "nvidia-cdi-hook"), "--help"], capture_output=True, env={}, timeout=30)
     assert done.returncode == 0, done.stderr
 
@@ -289,28 +293,47 @@ def dynamic_section(path: Path) -> str:
     return subprocess.run(["readelf", "-l", "-d", "-S", str(path)], capture_output=True, text=True, check=True).stdout
 
 
-def test_the_nvml_reader_is_installed_beside_the_launchers_and_linked_dynamically(bindir):
-    """gct-nvml-inventory must dlopen NVML, which a static launcher cannot: the launcher finds it in its
-    own directory (cdi.nvml.NVML_INVENTORY_PROGRAM), under the name the runtime shim records."""
-    program = bindir / NVML_INVENTORY_PROGRAM
-    assert os.access(program, os.X_OK)
+def test_the_nvml_reader_is_installed_in_libexec_and_linked_dynamically(bindir):
+    """gct-nvml-inventory must dlopen NVML, which a static launcher cannot: an internal helper, it goes
+    into the installation's libexec/ beside bin/ (off PATH, issue 27 item 9), where the runtime shim
+    records it for the launcher and cdi.nvml finds it; --help and --version answer."""
+    from cdi.nvml import inventory_program, libexec_dir
+
+    program = bindir.parent / "libexec" / NVML_INVENTORY_PROGRAM
+    assert os.access(program, os.X_OK) and not (bindir / NVML_INVENTORY_PROGRAM).exists()
+    assert libexec_dir(str(bindir)) == str(program.parent)
+    assert inventory_program(str(bindir)) == str(program)
+    assert inventory_program(str(bindir) + "/") == str(program)
     headers = dynamic_section(program)
     assert "INTERP" in headers and "libc.so.6" in headers
     done = subprocess.run([str(program)], capture_output=True, text=True, env={}, stdin=subprocess.DEVNULL,
                           timeout=30)
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr == ("gct-nvml-inventory: error: expected LIBRARY MIG_MINORS TIMEOUT_SECONDS, got 0 "
-                           "arguments (command line)\n")
+    assert done.stderr == ("gct-nvml-inventory: error: expected LIBRARY MIG_MINORS TIMEOUT_SECONDS (see --help), "
+                           "got 0 arguments (command line)\n")
+    for flag in ("--help", "-h"):
+        done = subprocess.run([str(program), flag], capture_output=True, text=True, env={}, timeout=30)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        assert done.stdout.startswith("usage: gct-nvml-inventory LIBRARY MIG_MINORS TIMEOUT_SECONDS\n")
+        assert "internal helper" in done.stdout
+    from cdi.version import toolkit_version
+    for flag in ("--version", "-v"):
+        done = subprocess.run([str(program), flag], capture_output=True, text=True, env={}, timeout=30)
+        assert (done.returncode, done.stdout) == (0, f"gct-nvml-inventory (gpu-container-toolkit) {toolkit_version()}\n")
 
 
 @pytest.fixture(scope="module")
 def wheel_bindir(tmp_path_factory):
     """The launchers as the wheel carries them: no interpreter baked in."""
     path = tmp_path_factory.mktemp("wheel-bin")
-    names = install_launchers.build_wheel_scripts(path, "9.8.7")
-    assert "nvidia-ctk" in names and PROBE not in names
-    assert NVML_INVENTORY_PROGRAM in names and "INTERP" in dynamic_section(path / NVML_INVENTORY_PROGRAM)
-    assert ".symtab" not in dynamic_section(path / NVML_INVENTORY_PROGRAM)   # stripped, as the launchers are
+    helper_dir = tmp_path_factory.mktemp("wheel-data")
+    names = install_launchers.build_wheel_scripts(path, helper_dir, "9.8.7")
+    assert "nvidia-ctk" in names and PROBE not in names and NVML_INVENTORY_PROGRAM not in names
+    helper = helper_dir / NVML_INVENTORY_PROGRAM
+    assert "INTERP" in dynamic_section(helper)
+    assert ".symtab" not in dynamic_section(helper)   # stripped, as the launchers are
+    assert subprocess.run([str(helper), "--version"], capture_output=True, text=True, timeout=30).stdout == \
+        "gct-nvml-inventory (gpu-container-toolkit) 9.8.7\n"
     # built stripped, still a launcher: the shim never takes it for the low-level runtime
     assert executable.is_launcher(str(path / "nvidia-container-runtime"))
     return path
@@ -396,7 +419,7 @@ def test_an_interpreter_the_user_cannot_reach_says_what_to_fix(wheel_bindir):
         shutil.rmtree(base)
     assert done.returncode == 127
     assert done.stderr == (
-        "nvidia-container-cli: error: cannot execute the interpreter as host uid 100000: Permission denied; this "
+        "nvidia-container-cli: error: cannot execute the interpreter as uid 100000: Permission denied; this "
         "program runs as that user here (an unprivileged container's root, a rootless engine): install "
         "gpu-container-toolkit where every user can read and run it, as the packages do (not in a venv under "
         f"/root) ({private}/python3)\n")

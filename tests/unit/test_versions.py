@@ -26,7 +26,7 @@ def line(program: str) -> str:
 
 @pytest.fixture(scope="module")
 def bindir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bin")
+    path = tmp_path_factory.mktemp("versions") / "bin"   # gct-nvml-inventory goes into ../libexec
     install_launchers.install(path, sys.executable)
     return path
 

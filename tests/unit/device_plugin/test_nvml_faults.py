@@ -29,7 +29,7 @@ from tests.support.simulated_host import simulate_create
 from tests.unit.device_plugin.test_plugin_grpc import _first_list
 
 PROGRAM = Path(sys.executable).parent / "nvidia-device-plugin"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (Path(sys.executable).parent / "gct-nvml-inventory").exists(),
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (Path(sys.executable).parent.parent / "libexec/gct-nvml-inventory").exists(),
                                 reason="needs root (device nodes of the simulated host) and gct-nvml-inventory")
 EXPECTED = {"hang": "NVML did not answer in 1 s in nvmlInit_v2",
             "load-hang": "NVML did not answer in 1 s while loading the library",

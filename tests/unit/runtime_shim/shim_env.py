@@ -89,7 +89,7 @@ class ShimEnv:
 @pytest.fixture(scope="module")
 def bindir(tmp_path_factory) -> Path:
     """A bin dir with the shim's launchers (and a fake runc), shared by a test module."""
-    path = tmp_path_factory.mktemp("bin")
+    path = tmp_path_factory.mktemp("shim") / "bin"   # gct-nvml-inventory goes into ../libexec
     install_shim(path)
     return path
 

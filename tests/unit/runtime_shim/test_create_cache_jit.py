@@ -98,7 +98,7 @@ def test_the_launcher_edits_as_python_does(shim, tmp_path, devices, capabilities
     assert any(d["path"].startswith("/dev/nvidia") for d in launcher_doc["linux"]["devices"])
     assert "prestart" not in launcher_doc["hooks"]
     text = entry_text(shim)
-    assert "mode jit-cdi\n" in text and f"nvml-helper {shim.bindir / HELPER}\n" in text
+    assert "mode jit-cdi\n" in text and f"nvml-helper {shim.bindir.parent / 'libexec' / HELPER}\n" in text
     assert "inventory device-count 2\n" in text and "\nlstat " in text
 
 
@@ -221,10 +221,10 @@ def test_a_warning_means_no_entry(own_shim, tmp_path):
 
 @pytest.mark.parametrize("program", [HELPER, "nvidia-cdi-hook"])
 def test_without_the_helper_or_the_hook_python_decides_every_time(shim, tmp_path, bindir, program):  # noqa: F811
-    """An installation without gct-nvml-inventory or nvidia-cdi-hook beside the launcher (removed by
-    hand) keeps no jit-cdi entry: without the hook there, the edits name one looked for elsewhere."""
-    installed = bindir / program
-    hidden = bindir / f".{program}.hidden"
+    """An installation without gct-nvml-inventory (in its libexec/) or nvidia-cdi-hook beside the launcher
+    (removed by hand) keeps no jit-cdi entry: without the hook there, the edits name one looked for elsewhere."""
+    installed = (bindir.parent / "libexec" if program == HELPER else bindir) / program
+    hidden = installed.parent / f".{program}.hidden"
     os.rename(installed, hidden)
     try:
         create(shim, make_bundle(tmp_path / "n", minimal_spec(["NVIDIA_VISIBLE_DEVICES=0"])))

@@ -67,10 +67,11 @@ def test_a_reader_that_dies_without_its_line_is_still_one_error(tmp_path):
     (tmp_path / "nvml.c").write_text("int nvmlInit_v2(void) { return 0; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib_dir / "libnvidia-ml.so.1"), str(tmp_path / "nvml.c")],
                    check=True)
-    bin_dir = tmp_path / "bin"
+    bin_dir, helper = tmp_path / "bin", tmp_path / "libexec/gct-nvml-inventory"   # <prefix>/libexec beside bin
     bin_dir.mkdir()
-    (bin_dir / "gct-nvml-inventory").write_text("#!/bin/sh\nkill -KILL $$\n")
-    (bin_dir / "gct-nvml-inventory").chmod(0o755)
+    helper.parent.mkdir()
+    helper.write_text("#!/bin/sh\nkill -KILL $$\n")
+    helper.chmod(0o755)
     done = run(f"""
 from cdi.nvml import NvmlError, load_inventory
 try:
@@ -78,4 +79,4 @@ try:
 except NvmlError as e:
     print(e.what, '|', e.where)
 """)
-    assert done.stdout.strip() == f"gct-nvml-inventory failed (killed by signal 9) without its error line | {bin_dir}/gct-nvml-inventory", done.stderr
+    assert done.stdout.strip() == f"gct-nvml-inventory failed (killed by signal 9) without its error line | {helper}", done.stderr
