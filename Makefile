@@ -53,7 +53,8 @@ demo: venv
 
 # The Kubernetes e2e tests' binaries, once per machine, into ~/.cache/gpu-container-toolkit/kube (XDG_CACHE_HOME):
 # containerd 1.7 from Debian's next release, kubelet, kube-apiserver, kube-scheduler, kube-controller-manager
-# built from the Go module proxy (10 min or more the first time; nothing later). KUBE_BIN_DIR=DIR uses yours.
+# built from the Go module proxy (10 min or more the first time; nothing later), and NVIDIA's own
+# nvidia-device-plugin for the parity test (2-3 min the first time). KUBE_BIN_DIR=DIR uses yours.
 kube: venv
 	@$(BIN)/python -m tests.support.kube.setup
 

@@ -68,6 +68,8 @@ OPTIONS = (
            multiple=True),
     Option("--csv.ignore-pattern", "csv_ignore_patterns", "NVIDIA's CSV mode (Tegra) only: refused, as that mode "
            "is. Repeatable.", multiple=True),
+    Option("--config-search-path", "config_search_paths", "NVIDIA's management mode only: refused, as that mode "
+           "is. Repeatable.", multiple=True),
     Option("--ldconfig-path", "ldconfig_path", "The host's ldconfig the spec's update-ldcache runs (an absolute "
            "path, '@' prefix optional) [config.toml nvidia-container-cli.ldconfig]."),
     Option("--no-all-device", "no_all_device", "Do not add the 'all' device.", flag=True),
@@ -147,7 +149,8 @@ def _dev_root(value: str | None) -> str | None:
 
 def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, device_ids, hook_path,
              mode="auto", ldconfig_path=None, dev_root=None, library_search_paths=(), csv_files=(),
-             csv_ignore_patterns=(), disabled_hooks=(), enabled_hooks=(), transform=None) -> None:
+             csv_ignore_patterns=(), disabled_hooks=(), enabled_hooks=(), config_search_paths=(),
+             transform=None) -> None:
     """transform(spec, driver root path): a change to the spec before it is written (the device plugin's
     cdi.transform_root when it reads the node's driver through a container's mount)."""
     from cdi.config import load_config
@@ -161,10 +164,11 @@ def generate(driver_root, output, fmt, strategies, vendor, cls, no_all_device, d
     if mode in _UNSUPPORTED_MODES:
         raise CliError(f"mode {mode} cannot apply here: it describes {_UNSUPPORTED_MODES[mode]}; this toolkit "
                        "describes the GPUs and MIG devices NVML reports (--mode auto or nvml)", "--mode")
-    for given, flag in ((csv_files, "--csv.file"), (csv_ignore_patterns, "--csv.ignore-pattern")):
+    for given, flag, its_mode in ((csv_files, "--csv.file", "csv"), (csv_ignore_patterns, "--csv.ignore-pattern", "csv"),
+                                  (config_search_paths, "--config-search-path", "management")):
         if given:
-            raise CliError(f"{flag} is for mode csv, which describes {_UNSUPPORTED_MODES['csv']}; this toolkit "
-                           "describes the GPUs and MIG devices NVML reports: leave it out", flag)
+            raise CliError(f"{flag} is for mode {its_mode}, which describes {_UNSUPPORTED_MODES[its_mode]}; this "
+                           "toolkit describes the GPUs and MIG devices NVML reports: leave it out", flag)
     for folder in library_search_paths:
         if not folder.startswith("/"):
             raise CliError(f"a library search path is a folder inside the driver root and must be absolute, "

@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +311,32 @@ static const struct program *find_program(const char *name)
     return NULL;
 }
 
+/* The host's uid for our euid: our euid through /proc/self/uid_map (the identity outside any user
+ * namespace, a mapped id inside one: LXC's unprivileged root is 0 here and 100000 on the host); -1 when
+ * it cannot be read. */
+static long host_uid_of_euid(void)
+{
+    char buf[4096];
+    unsigned long uid = geteuid(), inside, outside, count;
+    int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return fd < 0 ? (long)uid : -1;   /* no /proc: go by the euid */
+    buf[n] = '\0';
+    for (char *line = buf; *line; ) {
+        char *end = strchr(line, '\n');
+        if (sscanf(line, "%lu %lu %lu", &inside, &outside, &count) == 3 && uid >= inside && uid - inside < count)
+            return (long)(outside + (uid - inside));
+        if (!end)
+            break;
+        line = end + 1;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv, char **envp)
 {
     char self[PATH_MAX];
@@ -394,14 +421,15 @@ int main(int argc, char **argv, char **envp)
     int exec_errno = errno;
     const char *reason = strerror(exec_errno);
     char *shown_name = hook_printable(name), *shown_python = hook_printable(python);   /* one printable line */
-    if (exec_errno == EACCES && geteuid() != 0) {
-        /* Not root, where the programs are run as another user: unprivileged LXC runs the CLI as the
-         * container's root (a mapped host uid), a rootless engine as the user. The fix is where the
-         * installation is, not this call: say so (README, Security model). */
-        fprintf(stderr, "%s: error: cannot execute the interpreter as uid %u: %s; this program runs as that "
+    long host_uid = exec_errno == EACCES ? host_uid_of_euid() : 0;
+    if (host_uid > 0) {
+        /* Not the host's root, where the programs are run as another user: unprivileged LXC runs the CLI
+         * as the container's root (root in its user namespace, a mapped host uid), a rootless engine as
+         * the user. The fix is where the installation is, not this call: say so (README, Security model). */
+        fprintf(stderr, "%s: error: cannot execute the interpreter as host uid %ld: %s; this program runs as that "
                 "user here (an unprivileged container's root, a rootless engine): install gpu-container-toolkit "
                 "where every user can read and run it, as the packages do (not in a venv under /root) (%s)\n",
-                shown_name ? shown_name : "gct-launcher", (unsigned)geteuid(), reason,
+                shown_name ? shown_name : "gct-launcher", host_uid, reason,
                 shown_python ? shown_python : "the interpreter");
         return 127;
     }

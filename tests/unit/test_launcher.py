@@ -419,7 +419,7 @@ def test_an_interpreter_the_user_cannot_reach_says_what_to_fix(wheel_bindir):
         shutil.rmtree(base)
     assert done.returncode == 127
     assert done.stderr == (
-        "nvidia-container-cli: error: cannot execute the interpreter as uid 100000: Permission denied; this "
+        "nvidia-container-cli: error: cannot execute the interpreter as host uid 100000: Permission denied; this "
         "program runs as that user here (an unprivileged container's root, a rootless engine): install "
         "gpu-container-toolkit where every user can read and run it, as the packages do (not in a venv under "
         f"/root) ({private}/python3)\n")

@@ -31,6 +31,16 @@ def skip_reason_for_binaries() -> str | None:
             f"(`make kube` builds them; {paths.KUBE_BIN_DIR_ENV}=DIR uses yours)")
 
 
+def skip_reason_for_nvidia_plugin() -> str | None:
+    """Why NVIDIA's own nvidia-device-plugin (the parity test's reference, built by `make kube`) is not
+    there, or None."""
+    binary = paths.nvidia_plugin_bin_dir() / "nvidia-device-plugin"
+    if os.access(binary, os.X_OK):
+        return None
+    why = paths.unavailable_reason("nvidia-device-plugin") or f"{binary} missing"
+    return f"NVIDIA's nvidia-device-plugin not available: {why} (`make kube` builds it)"
+
+
 def skip_reason_for_node(containerd_version: str, control_plane: bool) -> str | None:
     if os.geteuid() != 0:
         return "a Kubernetes node needs root"

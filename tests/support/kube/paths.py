@@ -19,6 +19,9 @@ CONTAINERD17_SUITE = "trixie"
 
 KUBE_BIN_DIR_ENV = "KUBE_BIN_DIR"
 
+# NVIDIA's own device plugin, for the parity test (tests/support/kube/nvidia_plugin_build.py says why this one)
+NVIDIA_PLUGIN_VERSION = "v0.18.0"
+
 
 def cache_root() -> Path:
     """${XDG_CACHE_HOME:-$HOME/.cache}/gpu-container-toolkit/kube"""
@@ -35,6 +38,11 @@ def kube_bin_dir() -> Path:
     """The binaries the tests run: $KUBE_BIN_DIR when set (the user's own), else the set-up's build."""
     given = os.environ.get(KUBE_BIN_DIR_ENV)
     return Path(given) if given else built_bin_dir()
+
+
+def nvidia_plugin_bin_dir() -> Path:
+    """Where the set-up puts NVIDIA's nvidia-device-plugin it builds."""
+    return cache_root() / f"nvidia-device-plugin-{NVIDIA_PLUGIN_VERSION}" / "bin"
 
 
 def missing_kube_binaries(bin_dir: Path) -> list[str]:

@@ -326,6 +326,9 @@ def test_nvidias_hook_path_discovery_mode_and_library_search_path_spellings(sim_
     (["--csv.ignore-pattern", "*.so"],
      "--csv.ignore-pattern is for mode csv, which describes the driver files of Tegra (Jetson) boards, listed in "
      "CSV files; this toolkit describes the GPUs and MIG devices NVML reports: leave it out (--csv.ignore-pattern)"),
+    (["--config-search-path", "/usr/share"], "--config-search-path is for mode management, which describes every "
+     "driver node and tool, for management containers without a GPU; this toolkit describes the GPUs and MIG devices "
+     "NVML reports: leave it out (--config-search-path)"),
     (["--library-search-path", "lib"], "a library search path is a folder inside the driver root and must be "
                                        "absolute, not 'lib' (--library-search-path)"),
 ])

@@ -101,3 +101,24 @@ def test_a_part_that_cannot_be_had_is_recorded_for_the_skip_line_and_fails_only_
     monkeypatch.setattr(setup, "PARTS", (("kube", lambda: None),))
     assert setup.main() == 0
     assert not paths.unavailable_file("kube").exists()
+
+
+def test_nvidias_plugin_is_built_by_the_set_up_from_its_release_and_a_failure_is_the_parity_tests_skip_line(
+        tmp_path, monkeypatch):
+    from tests.support.kube import setup
+    from tests.support.kube.fixtures import skip_reason_for_nvidia_plugin
+    from tests.support.kube.nvidia_plugin_build import module_text as plugin_module
+
+    assert ("nvidia-device-plugin", setup.ensure_nvidia_plugin) in setup.PARTS
+    assert f"require github.com/NVIDIA/k8s-device-plugin {paths.NVIDIA_PLUGIN_VERSION}\n" in plugin_module()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert "missing" in skip_reason_for_nvidia_plugin()
+    paths.unavailable_file("nvidia-device-plugin").parent.mkdir(parents=True)
+    paths.unavailable_file("nvidia-device-plugin").write_text("gcc is missing (cgo builds go-nvml) (PATH)\n")
+    assert skip_reason_for_nvidia_plugin() == ("NVIDIA's nvidia-device-plugin not available: gcc is missing "
+                                               "(cgo builds go-nvml) (PATH) (`make kube` builds it)")
+    binary = paths.nvidia_plugin_bin_dir() / "nvidia-device-plugin"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert skip_reason_for_nvidia_plugin() is None
