@@ -17,10 +17,13 @@ two replicas of one GPU gets that GPU once. With sharing.timeSlicing.failRequest
 request for more than one replica is refused, as NVIDIA's plugin refuses it ("maximum request size for
 shared resources is 1; found 2"); the kubelet then fails the pod (UnexpectedAdmissionError).
 
-An MPS share (sharing.mps, device_plugin.mps_shares; CDI strategies only) is named twice: the GPU's own
-CDI name (its nodes and driver files) and the share's, `nvidia.com/gpu=<id>::<n>` (the daemon's pipe
-folder and /dev/shm). A container given two shares of one GPU (failRequestsGreaterThanOne false) gets the
-first one's edits: every share of a GPU has the same, and MPS limits each client process, not a container.
+An MPS share (sharing.mps, device_plugin.mps_shares) is named twice to CDI: the GPU's own CDI name (its
+nodes and driver files) and the share's, `nvidia.com/gpu=<id>::<n>` (the daemon's pipe folder and
+/dev/shm). A container given two shares of one GPU (failRequestsGreaterThanOne false) gets the first
+one's edits: every share of a GPU has the same, and MPS limits each client process, not a container.
+With envvar or volume-mounts (no CDI), the response itself carries the share's edits, as NVIDIA's plugin
+does for every strategy: CUDA_MPS_PIPE_DIRECTORY and mounts of the daemon's pipe folder (read-only) and
+/dev/shm, those of the first GPU's share (a container has one pipe folder and one /dev/shm).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from dataclasses import replace
 
 from cdi.annotations import annotation_key, annotation_value
 from cdi.errors import CdiError
+from cdi.mps import MpsError, share_edits
 from device_plugin.api import deviceplugin_v1beta1_pb2 as pb
 from device_plugin.config import Config
 from device_plugin.resources import PluginDevice, Resource
@@ -94,23 +98,37 @@ def device_specs(config: Config, devices: list[PluginDevice]) -> list[pb.DeviceS
     return [pb.DeviceSpec(container_path=p, host_path=root + p, permissions="rw") for p in paths]
 
 
-def mps_share_names(config: Config, requested: list[PluginDevice]) -> list[str]:
-    """The CDI names of the MPS shares among requested: one per GPU (the first share asked for)."""
+def mps_shares(config: Config, requested: list[PluginDevice]) -> list[PluginDevice]:
+    """The MPS shares among requested: one per GPU (the first share asked for)."""
     if config.mps is None:
         return []
     first: dict[str, PluginDevice] = {}
     for device in requested:
         if device.replica is not None:
             first.setdefault(device.uuid, device)
-    return [cdi_name(f"{d.device_id(config.device_id_strategy)}::{d.replica}") for d in first.values()]
+    return list(first.values())
 
 
-def container_response(config: Config, devices: list[PluginDevice],
-                       shares: list[str] = ()) -> pb.ContainerAllocateResponse:
+def add_mps_share(config: Config, share: PluginDevice, response: pb.ContainerAllocateResponse, where: str) -> None:
+    """The share's edits (cdi.mps.share_edits) in the response itself, for the strategies without CDI."""
+    try:
+        edits = share_edits(config.mps_root, share.uuid)
+    except MpsError as exc:
+        raise AllocateError(str(exc), where) from None
+    for entry in edits.env:
+        name, _, value = entry.partition("=")
+        response.envs[name] = value
+    response.mounts.extend(pb.Mount(container_path=m.container_path, host_path=m.host_path,
+                                    read_only="ro" in (m.options or ())) for m in edits.mounts)
+
+
+def container_response(config: Config, devices: list[PluginDevice], shares: list[PluginDevice] = (),
+                       where: str = "") -> pb.ContainerAllocateResponse:
     ids = [d.device_id(config.device_id_strategy) for d in devices]
     response = pb.ContainerAllocateResponse()
     if config.any_cdi():
-        names = [cdi_name(i) for i in ids] + list(shares)
+        names = [cdi_name(i) for i in ids] + [cdi_name(f"{d.device_id(config.device_id_strategy)}::{d.replica}")
+                                              for d in shares]
         if config.uses("cdi-annotations"):
             key = annotation_key(ANNOTATION_PLUGIN_NAME, str(uuid_module.uuid4()), config.cdi_annotation_prefix)
             response.annotations[key] = annotation_value(names)
@@ -124,6 +142,8 @@ def container_response(config: Config, devices: list[PluginDevice],
         response.envs[VISIBLE_DEVICES] = VOLUME_MOUNTS_ROOT
         response.mounts.extend(pb.Mount(host_path=VOLUME_MOUNTS_HOST_PATH, container_path=f"{VOLUME_MOUNTS_ROOT}/{i}")
                                for i in ids)
+    if shares:
+        add_mps_share(config, shares[0], response, where)
     if config.pass_device_specs:
         response.devices.extend(device_specs(config, devices))
     if config.gds_enabled:
@@ -141,6 +161,6 @@ def allocate(config: Config, resource: Resource, request: pb.AllocateRequest) ->
         where = f"{resource.name} container {n}"
         devices = requested_devices(resource, container.devices_ids, where)
         check_shared_request(config, devices, where)
-        containers.append((distinct_devices(devices), mps_share_names(config, devices)))
-    return pb.AllocateResponse(container_responses=[container_response(config, ds, shares)
-                                                    for ds, shares in containers])
+        containers.append((distinct_devices(devices), mps_shares(config, devices), where))
+    return pb.AllocateResponse(container_responses=[container_response(config, ds, shares, where)
+                                                    for ds, shares, where in containers])

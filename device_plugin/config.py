@@ -384,17 +384,14 @@ def load_sharing(sharing: object, path: str) -> tuple[TimeSlicing | None, TimeSl
 
 
 def _check_mps(config: Config) -> None:
-    """NVIDIA's rules for sharing.mps: not with mig-strategy mixed, CDI only (the shares' pipe folder and
-    /dev/shm reach a container as CDI edits); ours: the plugin writes the shares' CDI spec, so it needs
-    --cdi-root, and the MPS root is an absolute path."""
+    """NVIDIA's rules for sharing.mps: not with mig-strategy mixed, any list strategy (the shares' pipe
+    folder and /dev/shm reach a container as CDI edits, or in the Allocate response without CDI:
+    device_plugin.allocate); ours: the plugin writes the shares' CDI spec, so it needs --cdi-root, and
+    the MPS root is an absolute path."""
     if config.mps is None:
         return
     if config.mig_strategy == "mixed":
         raise ConfigError("using --mig-strategy=mixed is not supported with MPS", "sharing.mps")
-    for strategy in ("envvar", "volume-mounts"):
-        if config.uses(strategy):
-            raise ConfigError(f"using MPS is incompatible with --device-list-strategy={strategy} (use cdi-cri or "
-                              "cdi-annotations)", "sharing.mps")
     if not config.cdi_root:
         raise ConfigError("using MPS needs --cdi-root: the plugin writes a CDI device per share there",
                           "sharing.mps")

@@ -13,9 +13,10 @@ NVIDIA's plugin runs under `nvidia-ctk simulate exec HOST` (the simulated /dev, 
 ours takes the same driver root. Before each plugin the kubelet is restarted without its device-plugin
 checkpoint, so a resource only the previous plugin offered cannot linger in what is compared.
 
-MPS is not compared: NVIDIA's plugin asks its control daemon at /mps/<resource>/pipe, a fixed path (its
-container's mount of --mps-root), so on a bare node it needs a /mps directory at the machine's root
-(docs/device-plugin.md, "Comparing with NVIDIA's plugin")."""
+MPS (replicas, renameByDefault): NVIDIA's plugin asks its control daemon at /mps/<resource>/pipe, a
+fixed path (its container's mount of --mps-root), so it runs in a root of its own where /mps is
+(tests/support/kube/nvidia_mps_root.py: an overlay of / on a tmpfs, the daemon started there); ours runs
+its own daemons under its --mps-root and needs --cdi-root."""
 from __future__ import annotations
 
 import signal
@@ -34,6 +35,7 @@ from tests.support.simulated_host import NVIDIA_CTK, create_in_process, inventor
 pytestmark = pytest.mark.e2e
 
 OURS = Path(sys.executable).parent / "nvidia-device-plugin"
+CHECKOUT = Path(__file__).resolve().parents[3]  # where `python -m tests.support...` finds its module
 CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 SETTLE = 2.0  # seconds the offer must stay the same once it is there
 
@@ -45,6 +47,7 @@ HOSTS = {
 }
 
 TIME_SLICING = "version: v1\nsharing:\n  timeSlicing:\n{}    resources:\n{}"
+MPS = "version: v1\nsharing:\n  mps:\n{}    resources:\n    - {{name: nvidia.com/gpu, replicas: {}}}\n"
 
 # case -> (host, config file text)
 CASES = {
@@ -57,6 +60,8 @@ CASES = {
     "time-slicing-mig": ("mixed-mig", "version: v1\nflags:\n  migStrategy: mixed\n" + TIME_SLICING.format(
         "", "    - {name: nvidia.com/mig-1g.5gb, replicas: 2}\n    - {name: nvidia.com/gpu, replicas: 2}\n")
         .removeprefix("version: v1\n")),
+    "mps": ("plain", MPS.format("", 3)),
+    "mps-renamed": ("plain", MPS.format("    renameByDefault: true\n", 2)),
 }
 
 
@@ -96,7 +101,7 @@ def offer(node, command: list[str], log: Path, timeout: float = 40) -> dict[str,
     node.path(CHECKPOINT).unlink(missing_ok=True)
     node.start_kubelet()
     with open(log, "w") as out:
-        plugin = node.popen(command, stdout=out, stderr=out)
+        plugin = node.popen(command, stdout=out, stderr=out, cwd=CHECKOUT)
         try:
             seen, since, deadline = {}, time.monotonic(), time.monotonic() + timeout
             while time.monotonic() < deadline and not (seen and time.monotonic() - since >= SETTLE):
@@ -126,9 +131,17 @@ def test_the_kubelet_offers_what_nvidias_plugin_gives_it(node, hosts, case, tmp_
     config = tmp_path / "config.yaml"
     config.write_text(config_text)
     common = ["--nvidia-driver-root", str(host), "--config-file", str(config)]
-    theirs = offer(node, [str(NVIDIA_CTK), "simulate", "exec", str(host), "--", str(_nvidia_plugin()), *common],
+    nvidias, ours_only = [str(_nvidia_plugin())], []
+    if case.startswith("mps"):
+        # NVIDIA's wants its MPS daemon under /mps (tests/support/kube/nvidia_mps_root.py); ours runs its
+        # own daemons and writes the shares' CDI spec
+        resource = "nvidia.com/gpu.shared" if "renamed" in case else "nvidia.com/gpu"
+        nvidias = [sys.executable, "-m", "tests.support.kube.nvidia_mps_root", resource, "--", *nvidias]
+        common += ["--mps-root", str(tmp_path / "mps")]
+        ours_only = ["--cdi-root", str(tmp_path / "cdi")]
+    theirs = offer(node, [str(NVIDIA_CTK), "simulate", "exec", str(host), "--", *nvidias, *common],
                    tmp_path / "nvidia.log")
-    ours = offer(node, [str(OURS), *common], tmp_path / "ours.log")
+    ours = offer(node, [str(OURS), *common, *ours_only], tmp_path / "ours.log")
     print(f"{case}: NVIDIA's {_counts(theirs)}; ours {_counts(ours)}")
     assert ours == with_the_me_fix(theirs, host)
 

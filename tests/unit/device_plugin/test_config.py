@@ -49,8 +49,7 @@ def test_config_file_from_environment_and_booleans_as_go_reads_them(tmp_path):
     ("version: v1\nflags:\n  migStrategy: 3\n", r"expected a string, got int"),
     ("version: v1\nflags:\n  migStrategy: all\n", r"invalid mig-strategy 'all'"),
     ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
-     r"^using MPS is incompatible with --device-list-strategy=envvar \(use cdi-cri or cdi-annotations\) "
-     r"\(sharing.mps\)$"),
+     r"^using MPS needs --cdi-root: the plugin writes a CDI device per share there \(sharing.mps\)$"),
     ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replica: 2}]\n",
      r"unknown key 'replica' \(sharing.mps.resources\[0\].replica\)"),
     ("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 101}]\n",
@@ -121,8 +120,6 @@ def test_mps_as_nvidias_config_spells_it(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--mig-strategy", "mixed", "--device-list-strategy", "cdi-cri", "--cdi-root", "/c"],
      r"^using --mig-strategy=mixed is not supported with MPS \(sharing.mps\)$"),
-    (["--device-list-strategy", "cdi-cri,volume-mounts", "--cdi-root", "/c"],
-     r"^using MPS is incompatible with --device-list-strategy=volume-mounts"),
     (["--device-list-strategy", "cdi-annotations"],
      r"^using MPS needs --cdi-root: the plugin writes a CDI device per share there \(sharing.mps\)$"),
     (["--device-list-strategy", "cdi-cri", "--cdi-root", "/c", "--mps-root", "run/mps"],

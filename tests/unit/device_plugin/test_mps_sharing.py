@@ -290,3 +290,41 @@ def test_a_daemon_of_nvidia_ctk_is_used_and_left_running(tmp_path, plugin_dir, k
     assert during[gpu0]["owner"] == "nvidia-device-plugin" and during[gpu0]["running"]
     assert set(after) == {gpu1} and after[gpu1]["running"] and after[gpu1]["pid"] == ours["pid"], log
     assert f"MPS control daemon of {gpu1} kept" in log
+
+
+@needs_root
+@pytest.mark.parametrize("strategy", ["envvar", "volume-mounts"])
+def test_without_cdi_a_share_reaches_the_container_through_the_response_as_in_nvidias_plugin(
+        tmp_path, sim_hosts, ns, strategy):
+    """envvar or volume-mounts with sharing.mps (NVIDIA's plugin takes them: its Allocate response carries
+    CUDA_MPS_PIPE_DIRECTORY and mounts of the pipe folder and /dev/shm): the response names the GPU as the
+    strategy does and carries the daemon's pipe folder (read-only), its /dev/shm and the variable. With
+    no daemon running for the GPU, Allocate is refused naming it."""
+    from device_plugin.allocate import AllocateError, allocate
+    from device_plugin.config import resolve
+    from device_plugin.replicas import replicate
+    from device_plugin.resources import build_resources
+
+    root, inventory = sim_hosts["plain"]
+    mps_root = str(tmp_path / "mps")
+    config = resolve({"config_file": _mps_config(tmp_path), "device_list_strategy": [strategy],
+                      "cdi_root": str(tmp_path / "cdi"), "mps_root": mps_root}, {})
+    [resource] = replicate(build_resources(inventory, "none"), config.sharing)
+    gpu = inventory.gpus[1].uuid
+    request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=[f"{gpu}::1"])])
+    with pytest.raises(AllocateError, match="no MPS control daemon runs for the device"):
+        allocate(config, resource, request)
+    ctk = ["nsenter", "-t", str(ns), "-m", str(NVIDIA_CTK), "mps"]
+    done = subprocess.run([*ctk, "start", "--device", "1", "--replicas", "2", "--mps-root", mps_root,
+                           "--driver-root", str(root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    try:
+        [answer] = allocate(config, resource, request).container_responses
+    finally:
+        subprocess.run([*ctk, "stop", "--all", "--mps-root", mps_root], capture_output=True, timeout=60)
+    visible = gpu if strategy == "envvar" else "/var/run/nvidia-container-devices"
+    assert dict(answer.envs) == {"NVIDIA_VISIBLE_DEVICES": visible, "CUDA_MPS_PIPE_DIRECTORY": "/tmp/nvidia-mps"}
+    mounts = [(m.container_path, m.host_path, m.read_only) for m in answer.mounts
+              if not m.container_path.startswith("/var/run/nvidia-container-devices")]
+    assert mounts == [("/tmp/nvidia-mps", f"{mps_root}/{gpu}/pipe", True), ("/dev/shm", f"{mps_root}/{gpu}/shm", False)]
+    assert not answer.cdi_devices and not answer.annotations
