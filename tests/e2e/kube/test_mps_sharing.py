@@ -7,7 +7,8 @@ sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 still gets 50 (as does the variable s
 gives 20; both pods' /dev/shm is the daemon's tmpfs. The daemon killed: ListAndWatch
 says the two shares are Unhealthy, then Healthy once the plugin has started it again, and a pod that was
 running all along reaches the new daemon (its next client gets a new server, at 50%; the old daemon's
-server was ended). SIGTERM to the plugin stops the daemon."""
+server was ended). SIGTERM to the plugin stops the daemon. With envvar on containerd 1.6 and our shim (no
+CDI), the Allocate response's own mounts bring a pod the daemon."""
 from __future__ import annotations
 
 import json
@@ -143,3 +144,47 @@ def _state(pid: int) -> str | None:
             return f.read().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return None
+
+
+def test_with_envvar_a_pod_reaches_the_daemon_through_the_allocate_response(kube_node, tmp_path_factory, tmp_path):
+    """The envvar strategy (NVIDIA's default, which NVIDIA's plugin takes with MPS) on containerd 1.6 and our
+    runtime shim: the shim gives the pod its GPU from NVIDIA_VISIBLE_DEVICES, and the Allocate response's
+    own mounts and CUDA_MPS_PIPE_DIRECTORY (no CDI name) bring it the daemon: its client gets 50% of the
+    threads, and its /dev/shm is the daemon's tmpfs."""
+    from tests.e2e.shim_host import SHIM
+    from tests.support.kube.control_plane import wait_until
+
+    host = tmp_path_factory.mktemp("dp-e2e-mps-envvar") / "host"
+    create_in_process(host, gpus=1, mig_options=())
+    [gpu] = inventory_from_marker(host).gpus
+    mps_root = tmp_path / "mps"
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nsharing:\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n")
+    toolkit = tmp_path / "config.toml"
+    toolkit.write_text(f'[nvidia-container-cli]\nroot = "{host}"\n[nvidia-container-runtime]\nmode = "cdi"\n'
+                       '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
+    node = kube_node(containerd=ContainerdSettings(version="1.6", runtime_binary=str(SHIM),
+                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit)}),
+                     glibc_image=True)
+    out = open(tmp_path / "plugin.log", "w")
+    plugin = node.popen([str(PLUGIN), "--nvidia-driver-root", str(host), "--device-list-strategy", "envvar",
+                         "--cdi-root", "/var/run/cdi", "--mps-root", str(mps_root), "--config-file", str(config)],
+                        stdout=out, stderr=out)
+    try:
+        assert len(node.wait_allocatable("nvidia.com/gpu", 2)) == 2
+        node.add_static_pod(_mps_pod("a", host))
+        node.wait_static_pod_running("a")
+        log = wait_until(lambda: "probe-done" in node.container_log("a", "main") and node.container_log("a", "main"),
+                         "a's probe output", 60, node.daemons())
+        values = _report(log.split("probe-done")[0].split("---\n")[0])
+        assert values.get("pipe_directory") == "/tmp/nvidia-mps", log
+        assert values["active_thread_percentage"] == "50.0", log
+        assert f"device=0 name={gpu.uuid}" in log, log
+        assert os.listdir(node.path(mps_root / gpu.uuid / "shm")) == ["mark-a"]
+    finally:
+        if plugin.poll() is None:
+            plugin.send_signal(signal.SIGTERM)
+            plugin.wait(timeout=60)
+        out.close()
+    log = (tmp_path / "plugin.log").read_text()
+    assert plugin.returncode == 0 and "Traceback" not in log, log
