@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cdi_hook.h"
+#include "message_text.h"
 
 #define CREATE_SYMLINKS "create-symlinks"
 #define UPDATE_LDCACHE "update-ldcache"
@@ -84,7 +85,7 @@ static const struct option *find_option(const char *subcommand, const char *name
 /* "ignoring unknown subcommand 'x'", "ignoring unknown option '--x' of create-symlinks" */
 static int add_warning(struct hook_tasks *tasks, const char *kind, const char *value, const char *subcommand)
 {
-    char *quoted = hook_repr(value), *text;
+    char *quoted = text_repr(value), *text;
     int n;
 
     if (quoted == NULL)
@@ -101,7 +102,7 @@ static int add_warning(struct hook_tasks *tasks, const char *kind, const char *v
 /* A message quoting value: fmt has one %s for it. */
 static int fail_quoting(struct hook_error *err, const char *where, const char *fmt, const char *value)
 {
-    char *quoted = hook_repr(value);
+    char *quoted = text_repr(value);
 
     if (quoted == NULL)
         return hook_fail(err, NULL, "out of memory");

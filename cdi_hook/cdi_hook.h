@@ -10,7 +10,8 @@
  *   params.c     the driver's params with ModifyDeviceFiles: 0, mounted over the container's
  *                (update-application-profile: libcontainer_c/src/app_profile.c, called from tasks.c)
  *   ldconfig.c   the host's ldconfig through libcontainer_c's one sandboxed runner
- *   message.c    errors carried up as "<what> (<where>)", warnings, Python-style quoting
+ *   message.c    errors carried up as "<what> (<where>)", warnings (their text made printable and
+ *                bounded by c_common/message_text.c, which the launcher uses too)
  *   main.c       the program: cdi_hook_main(), called by the launcher
  */
 #ifndef GCT_CDI_HOOK_H
@@ -60,19 +61,6 @@ int hook_fail(struct hook_error *err, const char *where, const char *fmt, ...)
 void hook_print_error(const struct hook_error *err);
 void hook_error_free(struct hook_error *err);
 void hook_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* text quoted as Python's repr() quotes a str ('a b', "it's", '\n' escaped), for values in
- * messages; malloc'd (NULL: out of memory) */
-char *hook_repr(const char *text);
-/* text as one printable line (cdi.errors.printable): every character repr() would escape is written
- * as repr() writes it (\n, \x1b, \u202e; \udcNN for a byte that is not UTF-8), nothing else is
- * changed; malloc'd (NULL: out of memory) */
-char *hook_printable(const char *text);
-/* text from outside made one plain line, in place: every character repr() would escape (C0 and C1
- * controls, line and paragraph separators, bidi and other format characters) and every byte that
- * is not UTF-8 becomes '?' */
-void hook_make_printable(char *text);
-/* "[Errno N] strerror: 'path'", the way Python prints an OSError; malloc'd */
-char *hook_oserror(int errnum, const char *path);
 
 /* args.c: args without the program name. Returns 0, or -1 with err filled in (a malformed value of
  * a known option); unknown subcommands and options become tasks->warnings. */

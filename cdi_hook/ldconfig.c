@@ -13,12 +13,13 @@
 #include <unistd.h>
 
 #include "cdi_hook.h"
+#include "message_text.h"
 #include "libcontainer.h"
 
 /* "open ldconfig: [Errno 2] ...: '/x'", "refusing ldconfig: it is a script, ...: [Errno 8] ...: '/x'" */
 static int fail_open(struct hook_error *err, const char *rootfs, const struct gct_exe_check *check, int errnum)
 {
-    char *os = hook_oserror(errnum, check->path);
+    char *os = text_oserror(errnum, check->path);
 
     if (check->problem == GCT_EXE_NOT_OPENED)
         hook_fail(err, rootfs, "ldconfig failed: open ldconfig: %s", os ? os : "");
@@ -35,7 +36,7 @@ static int is_line_break(char c)
 }
 
 /* The last non-blank line of ldconfig's output (in place), with what is not printable shown as '?'
- * (hook_make_printable): the output may name files of the image, and the error stays one plain line. */
+ * (text_make_printable): the output may name files of the image, and the error stays one plain line. */
 static const char *last_line(char *out, size_t len)
 {
     char *line;
@@ -48,7 +49,7 @@ static const char *last_line(char *out, size_t len)
         line--;
     while (*line == ' ' || *line == '\t')
         line++;
-    hook_make_printable(line);
+    text_make_printable(line);
     return line;
 }
 
@@ -62,7 +63,7 @@ static int returncode(int status)
 static int fail_run(struct hook_error *err, const char *rootfs, const char *what, int errnum, int status,
                     char *output, size_t len)
 {
-    char *os = hook_oserror(errnum, rootfs);
+    char *os = text_oserror(errnum, rootfs);
     const char *line = last_line(output, len);
 
     hook_fail(err, rootfs, "ldconfig failed: %s: %s (exit status %d%s%s)", what, os ? os : "", returncode(status),
@@ -94,7 +95,7 @@ static int run(int exe_fd, int rootfd, const char *rootfs, char **argv, char *ou
         return fail_run(err, rootfs, what, errnum, res.status, output, res.output_len);
     }
     /* a setup step names the root; reading or writing the cache names that file */
-    os = hook_oserror(errnum, res.path ? res.path : rootfs);
+    os = text_oserror(errnum, res.path ? res.path : rootfs);
     hook_fail(err, rootfs, "ldconfig failed: %s: %s", res.stage[0] ? res.stage : "start ldconfig", os ? os : "");
     free(os);
     return -1;

@@ -47,6 +47,7 @@
 #include "cdi_hook.h"
 #include "launcher_config.h"
 #include "launcher_identity.h"
+#include "message_text.h"
 #include "runtime_passthrough.h"
 
 /* Every program's --version line, as cdi/version.py prints it for the Python ones; the version was
@@ -153,7 +154,7 @@ static void drop_unsecure(char **env)
 static void die(const char *name, const char *what)
 {
     const char *reason = strerror(errno);
-    char *shown = hook_printable(name);   /* a file name: one printable line whatever it holds */
+    char *shown = text_printable(name);   /* a file name: one printable line whatever it holds */
 
     fprintf(stderr, "%s: error: %s (%s)\n", shown ? shown : "gct-launcher", what, reason);
     exit(127);
@@ -420,7 +421,7 @@ int main(int argc, char **argv, char **envp)
     execve(python, args, env);
     int exec_errno = errno;
     const char *reason = strerror(exec_errno);
-    char *shown_name = hook_printable(name), *shown_python = hook_printable(python);   /* one printable line */
+    char *shown_name = text_printable(name), *shown_python = text_printable(python);   /* one printable line */
     long host_uid = exec_errno == EACCES ? host_uid_of_euid() : 0;
     if (host_uid > 0) {
         /* Not the host's root, where the programs are run as another user: unprivileged LXC runs the CLI

@@ -45,9 +45,10 @@
 #include <unistd.h>
 
 #include "cache_file.h"
-#include "cdi_hook.h"   /* hook_printable, launcher_print_version */
+#include "cdi_hook.h"   /* launcher_print_version */
 #include "create_fastpath.h"
 #include "launcher_identity.h"
+#include "message_text.h"
 #include "runc_argv.h"
 #include "runtime_passthrough.h"
 
@@ -271,7 +272,7 @@ static void try_runtime_passthrough(const char *name, const char *self, int argc
     create_roll_back();   /* a config.json edited above is put back */
     if (prints_version) { /* printed already: Python must not print it again */
         const char *reason = strerror(errno);
-        char *shown = hook_printable(runtime);   /* the configured path: one printable line whatever it holds */
+        char *shown = text_printable(runtime);   /* the configured path: one printable line whatever it holds */
         fprintf(stderr, "%s: error: cannot execute the low-level runtime: %s (%s)\n", name, reason,
                 shown ? shown : "?");
         exit(1);

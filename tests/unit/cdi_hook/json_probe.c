@@ -1,6 +1,6 @@
 /* Test-only entry point to nvidia-cdi-hook's readers (never installed): compiled by
- * tests/unit/cdi_hook/test_json_reader.py with the hook's own JSON reader (c_common/json.c,
- * json_value.c), container.c and message.c, so the functions tested are the program's.
+ * tests/unit/cdi_hook/test_json_reader.py with the hook's own files (c_common/json.c, json_value.c,
+ * message_text.c; args.c, container.c and message.c), so the functions tested are the program's.
  *
  * stdin: records of one kind byte, a 4-byte little-endian length and that many bytes:
  *   's' a state document      -> hook_parse_state(): the bundle

@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 HOOK_SOURCES = REPO / "cdi_hook"
-JSON_SOURCES = REPO / "c_common"   # the one JSON reader the hook and the launcher share
+JSON_SOURCES = REPO / "c_common"   # the C the hook shares with the launcher: its JSON reader, message text
 HELPER_SOURCES = REPO / "libcontainer_c" / "src"   # the bounded reader container.c uses
 PROBE_SOURCE = Path(__file__).with_name("json_probe.c")
 FUZZ_DOCS = int(os.environ.get("GCT_JSON_FUZZ_DOCS", "3000"))   # per kind
@@ -49,7 +49,7 @@ class Probe:
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Probe:
     out = tmp_path_factory.mktemp("json-probe") / "json_probe"
-    sources = [str(JSON_SOURCES / f) for f in ("json.c", "json_value.c")]
+    sources = [str(JSON_SOURCES / f) for f in ("json.c", "json_value.c", "message_text.c")]
     sources += [str(HOOK_SOURCES / f) for f in ("args.c", "container.c", "message.c")]
     sources.append(str(HELPER_SOURCES / "read_bounded.c"))
     cmd = ["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{HOOK_SOURCES}",

@@ -1,0 +1,24 @@
+/* message_text.c: outside values made fit for one message line, as cdi/errors.py makes them. */
+#ifndef GCT_MESSAGE_TEXT_H
+#define GCT_MESSAGE_TEXT_H
+
+/* text quoted as Python's repr() quotes a str ('a b', "it's", '\n' escaped), for values in
+ * messages; malloc'd (NULL: out of memory) */
+char *text_repr(const char *text);
+/* text as one printable line (cdi.errors.printable): every character repr() would escape is written
+ * as repr() writes it (\n, \x1b, \u202e; \udcNN for a byte that is not UTF-8), nothing else is
+ * changed; malloc'd (NULL: out of memory) */
+char *text_printable(const char *text);
+/* text from outside made one plain line, in place: every character repr() would escape (C0 and C1
+ * controls, line and paragraph separators, bidi and other format characters) and every byte that
+ * is not UTF-8 becomes '?' */
+void text_make_printable(char *text);
+/* "[Errno N] strerror: 'path'", the way Python prints an OSError; malloc'd */
+char *text_oserror(int errnum, const char *path);
+/* a <where>: as it is when printable, else quoted as repr() quotes it (cdi.errors.shown); malloc'd */
+char *text_shown(const char *where);
+/* text (printable already) bounded in place as cdi.errors.bounded bounds it: each number to
+ * MAX_DIGITS characters, each other run without a space to MAX_WORD, the whole to MAX_TEXT */
+void text_bound(char *text);
+
+#endif
