@@ -9,6 +9,7 @@ json.loads read the way the Python hooks read it, held to RFC 8259 (strict UTF-8
 NaN/Infinity)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import posixpath
@@ -19,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from hook.cdi_hook import HookError, read_state, state_bundle
 
 REPO = Path(__file__).resolve().parents[3]
 HOOK_SOURCES = REPO / "cdi_hook"
@@ -369,3 +372,33 @@ def test_fuzzed_states_give_the_pid_and_status_json_loads_gives(probe, restore_i
     for doc, got in zip(docs, results):
         assert got == python_process(doc), doc
     assert sum(got[1].endswith(b" 1") and not got[1].startswith(b"0 ") for got in results) > len(docs) // 20
+
+
+def test_fuzzed_states_give_the_bundle_the_python_twin_gives(probe, restore_int_digits):
+    """The same generated states through the Python twin itself (hook.cdi_hook.read_state and state_bundle,
+    docs/c-twins.md): where the C reader gives a bundle, the twin gives the same one; where the twin refuses
+    the state, so does the C. The C may refuse more (it holds to RFC 8259: NaN, a lone surrogate or a NUL in
+    the bundle), never give another bundle."""
+    sys.set_int_max_str_digits(0)
+    rng = random.Random("nvidia-cdi-hook twin")
+    good = ['"bundle": "/run/b"', '"bundlePath": "/run/p\\u00e9"', '"bundle": NaN', '"bundle": "/\\ud800"']
+    docs = []
+    while len(docs) < FUZZ_DOCS:
+        members = [f'"{rng.choice(KEYS["s"])}": {random_value(rng, "s", 1)}' for _ in range(rng.randint(0, 5))]
+        if rng.random() < 0.6:
+            members.insert(rng.randint(max(0, len(members) - 1), len(members)), rng.choice(good))
+        doc = ("{" + ", ".join(members) + "}").encode()
+        docs.append(mutate(rng, doc) if rng.random() < 0.7 else doc)
+    results = probe.run([("s", d) for d in docs])
+    outcomes = {"same": 0, "c declined": 0, "both refused": 0}
+    for doc, (outcome, value) in zip(docs, results):
+        try:
+            bundle = state_bundle(read_state(io.BytesIO(doc)))
+        except HookError:
+            bundle = None
+        if outcome == "ok":
+            assert bundle is not None and value == bundle.encode(), doc
+            outcomes["same"] += 1
+        else:
+            outcomes["c declined" if bundle is not None else "both refused"] += 1
+    assert min(outcomes.values()) > 0 and outcomes["same"] > len(docs) // 10, outcomes
