@@ -161,3 +161,66 @@ def test_a_health_thread_stuck_in_the_driver_is_reported_and_serving_goes_on(plu
         source.release.set()
         release.set()
     assert not thread.is_alive()
+
+
+def _events_child(plugin_pid: int, deadline: float = 20) -> int:
+    """The pid of the plugin's health-events child (device_plugin.nvml_child.child_argv("events", ...))."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == plugin_pid and b"events" in argv \
+                    and any(b"device_plugin.nvml_child" in a for a in argv):
+                return int(pid)
+        time.sleep(0.1)
+    raise AssertionError("no health-events child")
+
+
+@pytest.mark.parametrize("fault, message", [
+    (signal.SIGSEGV, "health checks ended: the NVML library crashed (SIGSEGV) reading the health events"),
+    (signal.SIGSTOP, "health checks ended: NVML did not answer in 2 s waiting for health events")])
+def test_a_crash_or_hang_in_the_health_events_is_one_line_and_serving_goes_on(healthy, plugin_dir, kubelet, tmp_path,
+                                                                              fault, message):
+    """The health events are read by a child of the plugin: a SIGSEGV there (what a library crashing in
+    nvmlEventSetWait does), or a child that stops answering (a hang), is one error line; every GPU is then
+    Unhealthy (as for a failing wait: none is known to be well) and the plugin goes on serving Allocate."""
+    from device_plugin.api import deviceplugin_v1beta1_pb2_grpc as pb_grpc
+    from tests.unit.device_plugin.conftest import channel_to
+
+    log = tmp_path / "plugin.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(PROGRAM), "--nvidia-driver-root", str(healthy), "--device-plugin-dir",
+                                    str(plugin_dir)], stdout=out, stderr=out, env=_env(NVIDIA_CTK_NVML_TIMEOUT="2"))
+    try:
+        kubelet.wait_for(1)
+        child = _events_child(process.pid)
+        deadline = time.monotonic() + 30
+        while "health checks on: NVML events of 2 GPUs" not in log.read_text():   # the child's event set made
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        with channel_to(plugin_dir / "nvidia-gpu.sock") as channel:
+            stub = pb_grpc.DevicePluginStub(channel)
+            stream = stub.ListAndWatch(pb.Empty(), timeout=60)
+            assert {d.health for d in next(stream).devices} == {"Healthy"}
+            os.kill(child, fault)
+            assert {d.health for d in next(stream).devices} == {"Unhealthy"}
+            stream.cancel()
+            listed = _first_list(stub)
+            answer = stub.Allocate(pb.AllocateRequest(container_requests=[
+                pb.ContainerAllocateRequest(devices_ids=[listed.devices[0].ID])]), timeout=30)
+            assert answer.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == listed.devices[0].ID
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=60)
+    text = log.read_text()
+    assert status == 0 and "Traceback" not in text, text
+    [line] = [line for line in text.splitlines() if "health checks ended" in line]
+    assert message in line and line.startswith("nvidia-device-plugin: ERROR: "), text
+    assert not Path(f"/proc/{child}").exists()   # the child is gone (killed once it hung) and reaped
