@@ -4,11 +4,14 @@ Python side wrote still describes the config, the PATH and the runtime."""
 from __future__ import annotations
 
 import os
+import random
 import time
+from pathlib import Path
 
 import pytest
 
 from runtime_shim import runtime_cache
+from runtime_shim.runc_argv import parse_runc_argv
 from tests.unit.runtime_shim.argv_table import CASES, parametrize_cases
 from tests.unit.runtime_shim.shim_env import (  # noqa: F401  (bindir: a module fixture)
     bindir, make_bundle, make_shim_env, minimal_spec)
@@ -224,3 +227,51 @@ def test_a_relative_path_entry_means_no_cache(shim, tmp_path):
     shim.write_config(runtimes=[str(shim.runtime)])
     assert shim.run("state", "x", env=env).returncode == 0
     assert not (tmp_path / "other-cache").exists() or not os.listdir(tmp_path / "other-cache")
+
+
+def test_generated_create_lines_never_scan_another_bundle(shim):
+    """runc_argv.c's reading of a create's bundle against runtime_shim/runc_argv.py's (docs/c-twins.md), on
+    generated create and run command lines (global and command flags in every spelling, values joined
+    or apart, unknown flags, "--", ids): the bundle the Python parser names asks for a GPU, every other
+    candidate (the cwd, the other directories) asks for none. The launcher may leave a line to Python
+    (it declines what is unclear), but it must never pass a create through unedited: that would mean it
+    read another bundle than Python, and so than runc."""
+    rng = random.Random("runc bundle twin")
+    dirs = {name: shim.root / name for name in ("b1", "b2", "b 3")}
+    globals_ = [["--root", str(shim.root / "state")], ["--debug"], ["--log", "/dev/null"], ["--systemd-cgroup"],
+                ["-root=" + str(shim.root / "state")], ["--log-format", "json"]]
+    flags = [["--pid-file", "p"], ["--console-socket", "s"], ["--no-pivot"], ["--no-new-keyring"], ["-d"],
+             ["--detach"], ["--preserve-fds", "1"], ["--keep"], ["--foo"], ["--"], ["-"], ["--pid-file=p"]]
+    spellings = ["--bundle", "-bundle", "-b", "--b"]
+
+    def line() -> list[str]:
+        argv = [a for _ in range(rng.randint(0, 2)) for a in rng.choice(globals_)]
+        argv.append(rng.choice(["create", "run"]))
+        parts = [rng.choice(flags) for _ in range(rng.randint(0, 3))]
+        for _ in range(rng.choice([0, 1, 1, 1, 2])):
+            value = str(rng.choice([*dirs.values(), "b1", "b2", "b 3", ""]))
+            parts.append([f"{rng.choice(spellings)}={value}"] if rng.random() < 0.3 else [rng.choice(spellings), value])
+        parts.insert(rng.randint(0, len(parts)), [rng.choice(["ctr", "b1", "-x"])] * rng.choice([1, 1, 2]))
+        return argv + [a for part in parts for a in part]
+
+    checked = passed_through = 0
+    for _ in range(400):
+        argv = line()
+        command = parse_runc_argv(argv)
+        if command.command not in ("create", "run") or command.error:
+            continue   # runc refuses it (or runs something else): no bundle to read
+        bundle = Path(command.bundle_dir(str(shim.root)))
+        for candidate in [shim.root, *dirs.values()]:
+            asks = candidate == bundle
+            make_bundle(candidate, minimal_spec(["NVIDIA_VISIBLE_DEVICES=void"] if asks else ["FOO=bar"]))
+        shim.reset()
+        shim.run(*argv)
+        assert shim.python_ran(), (argv, bundle)
+        checked += 1
+        # the other way round (no candidate asks): the launcher passes what it reads clearly
+        for candidate in [shim.root, *dirs.values()]:
+            make_bundle(candidate, minimal_spec(["FOO=bar"]))
+        shim.reset()
+        shim.run(*argv)
+        passed_through += not shim.python_ran()
+    assert checked > 60 and passed_through > checked // 2, (checked, passed_through)
