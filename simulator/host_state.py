@@ -1,5 +1,5 @@
 """What happens to a simulated host's GPUs after it is built: XID errors and resets
-(`nvidia-ctk simulate xid|reset`), kept where every process loading the host's libnvidia-ml.so.1 sees them.
+(`nvidia-ctk simulate xid|reset`) and compute modes (`nvidia-smi -c`, nvmlDeviceSetComputeMode), kept where every process loading the host's libnvidia-ml.so.1 sees them.
 
 The state directory, <root>/run/nvidia-simulated-host (csrc/nvml_internal.h names the same paths):
 - `events`: the event log, one line per event, appended with one write() each:
@@ -7,6 +7,8 @@ The state directory, <root>/run/nvidia-simulated-host (csrc/nvml_internal.h name
   read it from where it was when they registered a GPU, woken by inotify (csrc/nvml_events.c).
 - `lost/<GPU UUID>`: the GPU has fallen off the bus (XID 79): every NVML call on it and its MIG devices
   answers NVML_ERROR_GPU_IS_LOST until `simulate reset` removes the file.
+- `compute_mode/<GPU UUID>`: the GPU's compute mode when not DEFAULT, its number (2 PROHIBITED,
+  3 EXCLUSIVE_PROCESS, as nvml.h numbers them); written and removed by the library itself (csrc/nvml_compute_mode.c).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from simulator.host_spec import MARKER_NAME, SimulatorError
 STATE_DIR = "run/nvidia-simulated-host"
 EVENTS_FILE = "events"
 LOST_DIR = "lost"
+COMPUTE_MODE_DIR = "compute_mode"
 EVENT_TYPE_XID_CRITICAL_ERROR = 0x8   # nvmlEventTypeXidCriticalError
 WHOLE_GPU = 0xFFFFFFFF                # gpuInstanceId/computeInstanceId of an event about the whole GPU
 LOST_XIDS = frozenset({79})           # GPU has fallen off the bus
@@ -27,6 +30,7 @@ def make_state_dir(root: Path) -> None:
     """The empty state of a new host (host_builder)."""
     state = root / STATE_DIR
     (state / LOST_DIR).mkdir(parents=True)
+    (state / COMPUTE_MODE_DIR).mkdir()
     (state / EVENTS_FILE).touch()
 
 

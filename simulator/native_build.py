@@ -13,7 +13,8 @@ from simulator.host_spec import SimHost, SimulatorError
 from simulator.inventory_source import inventory_c_source
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-NVML_SOURCES = ("nvml_sim.c", "nvml_device.c", "nvml_mig.c", "nvml_topology.c", "nvml_events.c")
+NVML_SOURCES = ("nvml_sim.c", "nvml_device.c", "nvml_mig.c", "nvml_topology.c", "nvml_events.c",
+                "nvml_compute_mode.c")
 
 
 def compiler() -> str:

@@ -1,13 +1,16 @@
-/* nvidia-smi of the simulated host: `-L`, the default summary table, `--query-gpu`, `--version`.
+/* nvidia-smi of the simulated host: `-L`, the default summary table, `-q`, `--query-gpu`, `--version`,
+ * `-c MODE` (set the compute mode), each for the GPUs `-i ID` picks (an index, UUID or PCI bus id).
  *
  * Everything it shows comes through the NVML calls of the simulated library, compiled into this
  * binary (it is linked statically so that it runs in any container rootfs, busybox ones included;
  * the real tool needs the image's glibc). Exit codes follow the real tool: 0, 2 for bad arguments,
- * 6 when no GPU is visible, 9 when the driver cannot be reached. */
+ * 4 when the caller may not set a compute mode, 6 when no GPU is visible (or none has the ID of -i),
+ * 9 when the driver cannot be reached. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "nvml_api.h"
@@ -35,6 +38,8 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t, unsigned int *);
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t, nvmlDeviceAttributes_t *);
 nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t, nvmlBrandType_t *);
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t, nvmlDeviceArchitecture_t *);
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t, nvmlComputeMode_t *);
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t, nvmlComputeMode_t);
 
 #define WIDTH 89 /* between the outer bars of the table */
 
@@ -81,6 +86,37 @@ static int gpu_handle(unsigned int i, nvmlDevice_t *gpu)
     return 0;
 }
 
+static const char *only_id; /* -i: the one GPU to show or change, NULL for all */
+
+/* GPU i is the one -i names (its index, UUID or PCI bus id), or there is no -i. */
+static int selected(unsigned int i, nvmlDevice_t gpu)
+{
+    if (!only_id)
+        return 1;
+    char text[96];
+    nvmlPciInfo_t pci;
+    snprintf(text, sizeof(text), "%u", i);
+    if (!strcmp(only_id, text))
+        return 1;
+    if (nvmlDeviceGetUUID(gpu, text, sizeof(text)) == NVML_SUCCESS && !strcmp(only_id, text))
+        return 1;
+    return nvmlDeviceGetPciInfo_v3(gpu, &pci) == NVML_SUCCESS && !strcasecmp(only_id, pci.busId);
+}
+
+/* The GPU's compute mode as -q and --query-gpu spell it (short: the summary table's column). */
+static const char *compute_mode_name(nvmlDevice_t gpu, int short_form)
+{
+    nvmlComputeMode_t mode;
+    if (nvmlDeviceGetComputeMode(gpu, &mode) != NVML_SUCCESS)
+        return "N/A";
+    switch (mode) {
+    case NVML_COMPUTEMODE_DEFAULT: return "Default";
+    case NVML_COMPUTEMODE_EXCLUSIVE_PROCESS: return short_form ? "E. Process" : "Exclusive_Process";
+    case NVML_COMPUTEMODE_PROHIBITED: return "Prohibited";
+    }
+    return "N/A";
+}
+
 static unsigned int mig_devices(nvmlDevice_t gpu, nvmlDevice_t *out)
 {
     unsigned int current = 0, pending = 0, max = 0, n = 0;
@@ -98,7 +134,7 @@ static int list_gpus(unsigned int count)
     char name[96], uuid[96], profile[96];
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t gpu, migs[8];
-        if (!gpu_handle(i, &gpu))
+        if (!gpu_handle(i, &gpu) || !selected(i, gpu))
             continue;
         nvmlDeviceGetName(gpu, name, sizeof(name));
         nvmlDeviceGetUUID(gpu, uuid, sizeof(uuid));
@@ -121,7 +157,7 @@ static void gpu_rows(unsigned int count)
         nvmlPciInfo_t pci;
         nvmlMemory_t memory;
         unsigned int current = 0, pending = 0;
-        if (!gpu_handle(i, &gpu))
+        if (!gpu_handle(i, &gpu) || !selected(i, gpu))
             continue;
         nvmlDeviceGetName(gpu, name, sizeof(name));
         nvmlDeviceGetPciInfo_v3(gpu, &pci);
@@ -130,7 +166,7 @@ static void gpu_rows(unsigned int count)
         snprintf(mem, sizeof(mem), "%lluMiB / %6lluMiB", memory.used >> 20, memory.total >> 20);
         snprintf(power, sizeof(power), "%3uW / %4uW", 50 + i % 10, 400);
         printf("|%4u  %-29.29s%4s  |%19s %3s |%21s |\n", i, name, "On", pci.busId, "Off", "0");
-        printf("| N/A   %2uC    P0%24s |%23s |%7d%%%13s |\n", 30 + i % 7, power, mem, 0, "Default");
+        printf("| N/A   %2uC    P0%24s |%23s |%7d%%%13s |\n", 30 + i % 7, power, mem, 0, compute_mode_name(gpu, 1));
         printf("|%41s|%24s|%21s |\n", "", "", mig_capable ? (current ? "Enabled" : "Disabled") : "N/A");
         rule('-', cells, 3);
     }
@@ -142,7 +178,7 @@ static void mig_rows(unsigned int count)
     int any = 0;
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t gpu, migs[8];
-        if (!gpu_handle(i, &gpu))
+        if (!gpu_handle(i, &gpu) || !selected(i, gpu))
             continue;
         unsigned int n = mig_devices(gpu, migs);
         for (unsigned int m = 0; m < n; m++) {
@@ -251,7 +287,7 @@ static int report(unsigned int count)
         nvmlBrandType_t brand = 0;
         nvmlDeviceArchitecture_t arch = 0;
         unsigned int current = 0, pending = 0, minor = 0;
-        if (!gpu_handle(i, &gpu))
+        if (!gpu_handle(i, &gpu) || !selected(i, gpu))
             continue;
         nvmlDeviceGetPciInfo_v3(gpu, &pci);
         nvmlDeviceGetMemoryInfo(gpu, &memory);
@@ -283,7 +319,7 @@ static int report(unsigned int count)
         kv(8, "Total", "%llu MiB", memory.total >> 20);
         kv(8, "Used", "%llu MiB", memory.used >> 20);
         kv(8, "Free", "%llu MiB", memory.free >> 20);
-        kv(4, "Compute Mode", "Default");
+        kv(4, "Compute Mode", "%s", compute_mode_name(gpu, 0));
         unsigned int n = mig_devices(gpu, migs);
         if (n)
             printf("    MIG Devices\n");
@@ -307,7 +343,7 @@ static int report(unsigned int count)
 static int query(unsigned int count, const char *fields, const char *format)
 {
     static const char *known[] = {"count", "index", "name", "uuid", "serial", "pci.bus_id", "driver_version",
-                                  "memory.total", "mig.mode.current", "compute_cap", "minor_number", NULL};
+                                  "memory.total", "mig.mode.current", "compute_cap", "minor_number", "compute_mode", NULL};
     if (!format || strncmp(format, "csv", 3) != 0) {
         fprintf(stderr, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n");
         return 2;
@@ -334,7 +370,7 @@ static int query(unsigned int count, const char *fields, const char *format)
             printf("%s%s%s", names[k], strcmp(names[k], "memory.total") == 0 ? " [MiB]" : "", k + 1 < n ? ", " : "\n");
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t gpu;
-        if (!gpu_handle(i, &gpu))
+        if (!gpu_handle(i, &gpu) || !selected(i, gpu))
             continue;
         for (int k = 0; k < n; k++) {
             char value[128] = "";
@@ -352,11 +388,63 @@ static int query(unsigned int count, const char *fields, const char *format)
             else if (!strcmp(names[k], "memory.total")) nvmlDeviceGetMemoryInfo(gpu, &memory), snprintf(value, sizeof(value), units ? "%llu MiB" : "%llu", memory.total >> 20);
             else if (!strcmp(names[k], "mig.mode.current")) snprintf(value, sizeof(value), "%s", nvmlDeviceGetMigMode(gpu, &u, &pending) != NVML_SUCCESS ? "[N/A]" : u ? "Enabled" : "Disabled");
             else if (!strcmp(names[k], "compute_cap")) nvmlDeviceGetCudaComputeCapability(gpu, &major, &minor), snprintf(value, sizeof(value), "%d.%d", major, minor);
+            else if (!strcmp(names[k], "compute_mode")) snprintf(value, sizeof(value), "%s", compute_mode_name(gpu, 0));
             else if (!strcmp(names[k], "minor_number")) nvmlDeviceGetMinorNumber(gpu, &u), snprintf(value, sizeof(value), "%u", u);
             printf("%s%s", value, k + 1 < n ? ", " : "\n");
         }
     }
     return 0;
+}
+
+/* `-c MODE`: DEFAULT, PROHIBITED, EXCLUSIVE_PROCESS or their numbers 0, 2, 3 (1, EXCLUSIVE_THREAD, is gone), for each selected GPU,
+ * with the real tool's lines. */
+static int set_compute_mode(unsigned int count, const char *name)
+{
+    static const struct { const char *name, *number; nvmlComputeMode_t mode; } modes[] = {
+        {"DEFAULT", "0", NVML_COMPUTEMODE_DEFAULT},
+        {"PROHIBITED", "2", NVML_COMPUTEMODE_PROHIBITED},
+        {"EXCLUSIVE_PROCESS", "3", NVML_COMPUTEMODE_EXCLUSIVE_PROCESS},
+    };
+    int k = -1;
+    for (int m = 0; m < 3; m++)
+        if (!strcasecmp(name, modes[m].name) || !strcmp(name, modes[m].number))
+            k = m;
+    if (k < 0) {
+        fprintf(stderr, "Invalid compute mode \"%s\": use DEFAULT, PROHIBITED or EXCLUSIVE_PROCESS (0, 2 or 3).\n", name);
+        return 2;
+    }
+    int rc = 0;
+    for (unsigned int i = 0; i < count && rc == 0; i++) {
+        nvmlDevice_t gpu;
+        nvmlPciInfo_t pci;
+        if (!gpu_handle(i, &gpu) || !selected(i, gpu))
+            continue;
+        nvmlDeviceGetPciInfo_v3(gpu, &pci);
+        nvmlReturn_t ret = nvmlDeviceSetComputeMode(gpu, modes[k].mode);
+        if (ret == NVML_SUCCESS) {
+            printf("Set compute mode to %s for GPU %s.\n", modes[k].name, pci.busId);
+            continue;
+        }
+        printf("Unable to set the compute mode for GPU %s: %s\n", pci.busId,
+               ret == NVML_ERROR_NO_PERMISSION ? "Insufficient Permissions" : nvmlErrorString(ret));
+        printf("Terminating early due to previous errors.\n");
+        rc = ret == NVML_ERROR_NO_PERMISSION ? 4 : 15;
+    }
+    if (rc == 0)
+        printf("All done.\n");
+    return rc;
+}
+
+/* The number of GPUs -i picks (all visible ones without -i). */
+static unsigned int selected_count(unsigned int count)
+{
+    unsigned int n = 0;
+    for (unsigned int i = 0; i < count; i++) {
+        nvmlDevice_t gpu;
+        if (nvmlDeviceGetHandleByIndex_v2(i, &gpu) != NVML_SUCCESS || selected(i, gpu))
+            n++;      /* a lost GPU counts: its line says why it is not shown */
+    }
+    return n;
 }
 
 static void usage(void)
@@ -366,20 +454,31 @@ static void usage(void)
            "    -h,   --help                Print usage information and exit.\n"
            "    -L,   --list-gpus           Display a list of GPUs connected to the system.\n"
            "    -q,   --query               Display GPU or Unit info.\n"
+           "    -i,   --id=ID               Target one GPU: its index, UUID or PCI bus id.\n"
+           "    -c,   --compute-mode=MODE   Set the compute mode: DEFAULT, PROHIBITED, EXCLUSIVE_PROCESS\n"
+           "                                (or 0, 2, 3). Needs root.\n"
            "          --version             Print the version and exit.\n"
            "    --query-gpu=FIELDS          Information about GPUs (count, index, name, uuid, serial,\n"
            "                                pci.bus_id, driver_version, memory.total, mig.mode.current,\n"
-           "                                compute_cap, minor_number).\n"
+           "                                compute_cap, minor_number, compute_mode).\n"
            "    --format=csv[,noheader][,nounits]\n");
 }
 
 int main(int argc, char **argv)
 {
     int list = 0, version = 0, query_all = 0;
-    const char *fields = NULL, *format = NULL;
+    const char *fields = NULL, *format = NULL, *compute_mode = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-L") || !strcmp(a, "--list-gpus")) list = 1;
+        int is_id = !strcmp(a, "-i") || !strcmp(a, "--id");
+        int is_mode = !strcmp(a, "-c") || !strcmp(a, "--compute-mode");
+        if ((is_id || is_mode) && i + 1 < argc) {
+            *(is_id ? &only_id : &compute_mode) = argv[++i];
+            continue;
+        }
+        if (!strncmp(a, "--id=", 5)) only_id = a + 5;
+        else if (!strncmp(a, "--compute-mode=", 15)) compute_mode = a + 15;
+        else if (!strcmp(a, "-L") || !strcmp(a, "--list-gpus")) list = 1;
         else if (!strcmp(a, "--version")) version = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--query")) query_all = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
@@ -408,9 +507,11 @@ int main(int argc, char **argv)
     unsigned int count = 0;
     nvmlDeviceGetCount_v2(&count);
     int rc;
-    if (count == 0 && !fields) {
+    if ((count == 0 && !fields) || (only_id && selected_count(count) == 0)) {
         printf("No devices were found\n");
         rc = 6;
+    } else if (compute_mode) {
+        rc = set_compute_mode(count, compute_mode);
     } else if (fields) {
         rc = query(count, fields, format);
     } else if (query_all) {

@@ -77,6 +77,13 @@ typedef enum {
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 
+/* Who may make a CUDA context on a GPU (nvidia-smi -c). 1 (EXCLUSIVE_THREAD) is gone from NVML. */
+typedef enum {
+    NVML_COMPUTEMODE_DEFAULT = 0,           /* any number of processes */
+    NVML_COMPUTEMODE_PROHIBITED = 2,        /* none */
+    NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3, /* one process (under MPS: the MPS server) */
+} nvmlComputeMode_t;
+
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 

@@ -10,10 +10,12 @@
 #define SIM_HANDLE_MAGIC 0x4e564d4cU /* "NVML" */
 
 /* The host's state, relative to its root (simulator/host_state.py writes it): the XID event log, one
- * line per event, and one file per lost GPU, named by its UUID. */
+ * line per event, one file per lost GPU, named by its UUID, and one file per GPU whose compute mode is
+ * not DEFAULT, named by its UUID, holding the mode's number. */
 #define SIM_STATE_DIR "run/nvidia-simulated-host"
 #define SIM_EVENTS_FILE "events"
 #define SIM_LOST_DIR "lost"
+#define SIM_COMPUTE_MODE_DIR "compute_mode"
 
 /* A device handle is either a visible GPU or a visible MIG device of one. */
 struct nvmlDevice_st {
