@@ -10,6 +10,10 @@ daemon's defaults (set_default_active_thread_percentage, set_default_device_pinn
 read back (get_default_*). Any failure undoes every step. Everything is said to the daemon through the
 driver's own control program, so the same code drives NVIDIA's daemon.
 
+A whole GPU is set to EXCLUSIVE_PROCESS compute mode before its daemon starts and to DEFAULT after it
+stops, if we changed it (cdi.mps_compute_mode; share.json's `compute_mode_set`); one in PROHIBITED mode
+is refused. A MIG device's mode is its GPU's, shared with the other MIG devices: left alone.
+
 Stop: `quit`, wait for the daemon's end, unmount the tmpfs, remove the pipe and shm folders and
 share.json; the logs stay.
 
@@ -31,6 +35,7 @@ import subprocess
 import sys
 
 from cdi.inventory import Gpu, MigDevice
+from cdi import mps_compute_mode
 from cdi.mps import SHARE_FILE, DeviceLayout, MpsError, ShareLimits, read_share
 from cdi.new_file import write_atomically
 
@@ -166,8 +171,23 @@ def start(driver_root, mps_root: str, device: Gpu | MigDevice, replicas: int, ow
                                layout.dir)
             _stop(layout)       # what a daemon that died left behind
         identity = {"uuid": device.uuid, "device": device_id_of(device), "memory_total": device.memory_total,
-                    "owner": owner}
-        return _start(control, layout, identity, limits)
+                    "owner": owner, "nvidia_smi": None, "compute_mode_set": False}
+        if isinstance(device, Gpu):
+            smi = mps_compute_mode.nvidia_smi_program(driver_root)
+            identity.update(nvidia_smi=smi, compute_mode_set=mps_compute_mode.make_exclusive(smi, device.uuid))
+        try:
+            return _start(control, layout, identity, limits)
+        except BaseException:
+            with contextlib.suppress(MpsError):     # the start's own error is the one to tell
+                _restore_compute_mode(identity)
+            raise
+
+
+def _restore_compute_mode(share: dict) -> None:
+    """DEFAULT again on a GPU whose EXCLUSIVE_PROCESS mode we set (share.json's `compute_mode_set`)."""
+    smi = share.get("nvidia_smi")
+    if share.get("compute_mode_set") is True and isinstance(smi, str) and os.path.isfile(smi):
+        mps_compute_mode.restore_default(smi, share["uuid"])
 
 
 def answers(share: dict, layout: DeviceLayout) -> bool:
@@ -200,6 +220,8 @@ def revive(mps_root: str, uuid: str) -> dict:
         except (KeyError, TypeError, ValueError):
             raise MpsError("share.json does not say what the daemon was started for", layout.share_file) from None
         identity["owner"] = share.get("owner", "nvidia-ctk")
+        identity["nvidia_smi"] = share.get("nvidia_smi")                # the mode is the GPU's: it outlived
+        identity["compute_mode_set"] = share.get("compute_mode_set") is True   # the dead daemon
         return _start(control, layout, identity, limits)
 
 
@@ -267,7 +289,8 @@ def _start(control: str, layout: DeviceLayout, identity: dict, limits: ShareLimi
                  "active_thread_percentage": limits.active_thread_percentage,
                  "pinned_mem_limit": limits.pinned_mem_limit, "memory_total": identity["memory_total"],
                  "control": control, "pid": pid, "mount_namespace": _mount_namespace(pid),
-                 "owner": identity["owner"]}
+                 "owner": identity["owner"], "nvidia_smi": identity["nvidia_smi"],
+                 "compute_mode_set": identity["compute_mode_set"]}
         write_atomically(layout.share_file, json.dumps(share, indent=2) + "\n")
         return share
     except BaseException:
@@ -332,6 +355,7 @@ def _stop(layout: DeviceLayout) -> None:
     for path in (layout.pipe, layout.shm):
         shutil.rmtree(path, ignore_errors=True)
     os.unlink(layout.share_file)
+    _restore_compute_mode(share)        # after the server is gone, as NVIDIA's daemon does
 
 
 def status(mps_root: str) -> list[dict]:

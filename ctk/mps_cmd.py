@@ -35,7 +35,8 @@ def _inventory(driver_root: str | None):
 @click.option("--driver-root", metavar="DIR",
               help="Driver root (default: $NVIDIA_CTK_DRIVER_ROOT, config [nvidia-container-cli] root, /).")
 def start(device_id: str, replicas: int, mps_root: str, driver_root: str | None) -> None:
-    """Start the MPS control daemon of a device, its limits set for REPLICAS shares."""
+    """Start the MPS control daemon of a device, its limits set for REPLICAS shares; a GPU is set to
+    EXCLUSIVE_PROCESS compute mode first (one in PROHIBITED mode is refused)."""
     from cdi import mps_daemon
     from cdi.errors import CdiError
     from cdi.mps import find_device
@@ -55,7 +56,8 @@ def start(device_id: str, replicas: int, mps_root: str, driver_root: str | None)
 @click.option("--all", "stop_all", is_flag=True, help="Stop every daemon under the MPS root.")
 @_ROOT_OPTION
 def stop(device_id: str | None, stop_all: bool, mps_root: str) -> None:
-    """Stop a device's MPS control daemon (quit), unmount its shm and remove its pipe folder."""
+    """Stop a device's MPS control daemon (quit), unmount its shm and remove its pipe folder; DEFAULT
+    compute mode again if start set EXCLUSIVE_PROCESS."""
     from cdi import mps_daemon
     from cdi.errors import CdiError
 

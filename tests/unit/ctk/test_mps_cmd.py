@@ -109,6 +109,50 @@ def test_two_daemons_with_their_limits_status_and_stop(host, ns):
         assert sorted(os.listdir(ns.root / gpu.uuid)) == ["log"]
 
 
+def compute_modes(root) -> list[str]:
+    """Each GPU's compute mode, as the host's nvidia-smi reads it."""
+    done = subprocess.run([str(root / "usr/bin/nvidia-smi"), "--query-gpu=compute_mode", "--format=csv,noheader"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.split()
+
+
+def set_compute_mode(root, gpu: int, mode: str) -> None:
+    subprocess.run([str(root / "usr/bin/nvidia-smi"), "-i", str(gpu), "-c", mode], capture_output=True,
+                   timeout=30, check=True)
+
+
+def test_start_makes_the_gpu_exclusive_process_and_stop_puts_default_back(host, ns):
+    root, inventory = host
+    assert compute_modes(root) == ["Default"] * 3
+    ns("mps", "start", "--device", "0", "--replicas", "2", "--mps-root", str(ns.root), "--driver-root", str(root))
+    assert compute_modes(root) == ["Exclusive_Process", "Default", "Default"]
+    share = json.loads((ns.root / inventory.gpus[0].uuid / "share.json").read_text())
+    assert share["compute_mode_set"] is True
+    ns("mps", "stop", "--device", "0", "--mps-root", str(ns.root))
+    assert compute_modes(root) == ["Default"] * 3
+
+
+def test_a_gpu_already_exclusive_stays_so_and_a_prohibited_one_is_refused(host, ns):
+    root, inventory = host
+    set_compute_mode(root, 1, "EXCLUSIVE_PROCESS")
+    set_compute_mode(root, 0, "PROHIBITED")
+    try:
+        ns("mps", "start", "--device", "1", "--replicas", "2", "--mps-root", str(ns.root), "--driver-root", str(root))
+        ns("mps", "stop", "--device", "1", "--mps-root", str(ns.root))
+        assert compute_modes(root)[1] == "Exclusive_Process"      # not ours to change back
+        refused = ns("mps", "start", "--device", "0", "--replicas", "2", "--mps-root", str(ns.root),
+                     "--driver-root", str(root), check=False)
+        uuid = inventory.gpus[0].uuid
+        assert refused.returncode == 1 and refused.stderr == (
+            "nvidia-ctk: error: the GPU is in PROHIBITED compute mode, which runs no MPS server (set DEFAULT or "
+            f"EXCLUSIVE_PROCESS first: nvidia-smi -i {uuid} -c DEFAULT) ({uuid})\n")
+        assert not (ns.root / uuid / "share.json").exists() and mounts_of(ns.pid, ns.root) == []
+        assert compute_modes(root)[0] == "Prohibited"
+    finally:
+        set_compute_mode(root, 0, "DEFAULT")
+        set_compute_mode(root, 1, "DEFAULT")
+
+
 def test_a_mig_device_and_a_dead_daemon(host, ns):
     root, inventory = host
     mig = inventory.gpus[2].mig_devices[0]
@@ -126,6 +170,7 @@ def test_a_mig_device_and_a_dead_daemon(host, ns):
     ns("mps", "start", "--device", mig.uuid, "--replicas", "2", "--mps-root", str(ns.root), "--driver-root", str(root))
     assert json.loads(ns("mps", "status", "--mps-root", str(ns.root), "--format", "json").stdout)[0]["running"]
     assert len(mounts_of(ns.pid, ns.root)) == 1
+    assert compute_modes(root)[2] == "Default"      # a MIG device's mode is its GPU's, shared: left alone
 
 
 def test_starts_at_the_same_moment_give_one_daemon(host, ns):

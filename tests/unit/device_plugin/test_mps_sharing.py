@@ -92,6 +92,12 @@ def ns():
         yield pid
 
 
+def _compute_modes(root) -> list[str]:
+    done = subprocess.run([str(root / "usr/bin/nvidia-smi"), "--query-gpu=compute_mode", "--format=csv,noheader"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.split()
+
+
 @needs_root
 def test_a_daemon_per_gpu_shares_listed_and_allocated_through_cdi(tmp_path, plugin_dir, kubelet, sim_hosts, ns):
     root, inventory = sim_hosts["plain"]
@@ -111,10 +117,14 @@ def test_a_daemon_per_gpu_shares_listed_and_allocated_through_cdi(tmp_path, plug
                     pb.ContainerAllocateRequest(devices_ids=[f"{gpu.uuid}::0", f"{gpu.uuid}::1"])]), timeout=30)
         status = plugin.status()
         spec = yaml.safe_load((plugin.cdi_root / "nvidia-mps.yaml").read_text())
+        modes_during = _compute_modes(root)
     finally:
         log = plugin.stop()
         after = plugin.status() if plugin.mps_root.exists() else {}
     assert registered.resource_name == "nvidia.com/gpu"
+    # each shared GPU in EXCLUSIVE_PROCESS mode while its daemon runs, DEFAULT again after (as NVIDIA's)
+    assert modes_during == ["Exclusive_Process"] * len(inventory.gpus)
+    assert _compute_modes(root) == ["Default"] * len(inventory.gpus)
     assert listed == [(f"{g.uuid}::{n}", "Healthy") for g in inventory.gpus for n in range(2)]
     assert [d.name for d in answer.cdi_devices] == [f"nvidia.com/gpu={gpu.uuid}", f"nvidia.com/gpu={gpu.uuid}::1"]
     assert not answer.envs and not answer.mounts
