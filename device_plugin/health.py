@@ -10,7 +10,7 @@ Beyond NVIDIA's (whose devices never come back), a GPU that NVML lost and that a
 reset (GpuRecovered) is marked Healthy again, with its MIG devices (HealthWatcher.recover).
 
 The events come from an EventSource (one `wait(timeout)` call): the program's is NVML's
-(device_plugin.health_nvml.nvml_event_source), tests give their own.
+(device_plugin.health_child.nvml_event_source), tests give their own.
 """
 from __future__ import annotations
 

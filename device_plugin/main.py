@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e))
     configure_logging()
     from device_plugin.cdi_spec import refresh_spec
-    from device_plugin.health_nvml import nvml_event_source
+    from device_plugin.health_child import nvml_event_source
     from device_plugin.labels_command import remove_node_labels, write_node_labels
     from device_plugin.manager import InitError, PluginManager, Sources
 

@@ -1,6 +1,6 @@
 """NVML read in a child process with a deadline, for what `gct-nvml-inventory` does not print: the GPU
 topology (GetPreferredAllocation) and the node-label facts (MIG attributes); and the health events, read
-by a child that stays (`events`, device_plugin.health_nvml.ChildEventSource).
+by a child that stays (`events`, device_plugin.health_child.ChildEventSource).
 
 Why: a driver whose library hangs in a call (nvmlInit, a topology call) or crashes (SIGSEGV) must not
 hang or kill the plugin. In this process a hang could only be bounded by ending the whole program

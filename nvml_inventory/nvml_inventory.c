@@ -32,7 +32,9 @@
  * no other descriptor: what the library prints goes nowhere, and nothing it leaves running (a process
  * it forked, a child stuck in the kernel) keeps the caller's pipe open; what is left of it in its
  * process group is killed at the end. The child hands its transcript, or its error line, over through a
- * shared mapping.
+ * shared mapping. A SIGTERM, or the end of the process that started it (asked for as its parent-death
+ * signal), ends the run at once with the child and its group: a reader no one waits for is not left to
+ * run out its time.
  *
  * Exit status 0: the transcript on stdout. Otherwise one line "gct-nvml-inventory: error: <what>
  * (<where>)" on stderr and nothing on stdout: 1 an error (bad arguments, NVML answered an error, ...);
@@ -53,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -456,11 +459,17 @@ static void read_inventory(const char *mig_minors)
 
 /* The child: stdio on /dev/null (devnull, closed here), no other descriptor; the caller's signal mask
  * back. Loads the library, reads, and leaves the transcript in the shared mapping. */
+static pid_t parent;   /* this program, as its child checks it is still there */
+
 __attribute__((noreturn)) static void child(const char *library, const char *mig_minors, int devnull,
                                             const sigset_t *mask)
 {
     in_child = 1;
     setpgid(0, 0);   /* a group of its own, for whatever the library starts: ended with it */
+    /* this program gone (killed outright): a library left hanging here would outlive every caller */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(1);
     for (int fd = 0; fd < 3; fd++)
         if (dup2(devnull, fd) < 0)
             fail(1, "/dev/null", "cannot redirect the library's stdio: %s", strerror(errno));
@@ -508,13 +517,14 @@ static const char *child_stage(void)
     return text;
 }
 
-/* Waits for the child until the deadline (SIGCHLD blocked: sigtimedwait); its wait status, or -1 when
- * the time is up. */
+/* Waits for the child until the deadline (SIGCHLD and SIGTERM blocked: sigtimedwait); its wait status, -1
+ * when the time is up, -2 on a SIGTERM. */
 static int wait_until(pid_t pid, const struct timespec *deadline)
 {
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
+    sigaddset(&chld, SIGTERM);
     for (;;) {
         int status;
         pid_t waited = waitpid(pid, &status, WNOHANG);
@@ -532,7 +542,9 @@ static int wait_until(pid_t pid, const struct timespec *deadline)
         }
         if (left.tv_sec < 0)
             return -1;
-        sigtimedwait(&chld, NULL, &left);   /* SIGCHLD, the time up (EAGAIN) or EINTR: look again */
+        /* SIGCHLD, the time up (EAGAIN) or EINTR: look again; SIGTERM: stopped (the caller is gone) */
+        if (sigtimedwait(&chld, NULL, &left) == SIGTERM)
+            return -2;
     }
 }
 
@@ -594,13 +606,20 @@ int main(int argc, char **argv)
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull < 0)
         fail(1, "/dev/null", "cannot open: %s", strerror(errno));
-    /* SIGCHLD: delivered (not ignored, whatever the caller left) and blocked, for sigtimedwait */
+    /* SIGCHLD: delivered (not ignored, whatever the caller left) and blocked, for sigtimedwait; SIGTERM
+     * too, and asked for when the caller ends (the device plugin stopped while a driver that hangs was
+     * being read, a runtime shim killed): the child and its group are then ended at once, not at the
+     * deadline, and nothing of a run no one waits for is left behind */
     sigset_t chld, mask;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
+    sigaddset(&chld, SIGTERM);
     signal(SIGCHLD, SIG_DFL);
     if (sigprocmask(SIG_BLOCK, &chld, &mask) != 0)
         fail(1, "sigprocmask", "cannot block SIGCHLD: %s", strerror(errno));
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
+        fail(1, "prctl", "cannot ask to hear of the caller's end: %s", strerror(errno));
+    parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         fail(1, "fork", "cannot start the NVML reader: %s", strerror(errno));
@@ -613,6 +632,8 @@ int main(int argc, char **argv)
     /* the child, when it hangs, and anything of the library's still running in its group: not waited
      * for (a process stuck in the driver may not even die) */
     kill(-pid, SIGKILL);
+    if (status == -2)
+        fail(1, library, "stopped by SIGTERM %s (its caller ended or asked it to stop)", child_stage());
     if (status == -1) {
         char seconds[64];     /* "60.000000" (as Python writes it) said as "60" */
         snprintf(seconds, sizeof(seconds), "%s", timeout);

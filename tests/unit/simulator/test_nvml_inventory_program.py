@@ -426,3 +426,61 @@ def test_the_library_sees_no_descriptor_the_caller_left_open(program, tmp_path):
     # past the init: the next call is the one the library lacks
     assert one_error_line(done) == ("gct-nvml-inventory: error: NVML query failed: nvmlSystemGetDriverVersion: "
                                     "Function Not Found (NVML)")
+
+
+def _gone(pids: list[int], within: float) -> bool:
+    """Whether every pid has ended (or is a zombie no one reaps) within the given seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                continue
+            if state != "Z":
+                alive.append(pid)
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def test_a_sigterm_ends_the_run_and_the_librarys_child_at_once(program, tmp_path):
+    """A caller that stops (the device plugin's SIGTERM while a driver that hangs is read) ends the run at
+    once with one line, and the child stuck in the library with it, not at the deadline."""
+    library = a_library(tmp_path, "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n")
+    process = subprocess.Popen([str(program), str(library), str(tmp_path / "mig-minors"), "30"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={})
+    time.sleep(0.5)
+    child, = _children(process.pid)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=5)
+    assert process.returncode == 1 and out == b""
+    assert err.decode() == (f"gct-nvml-inventory: error: stopped by SIGTERM in nvmlInit_v2 (its caller ended or "
+                            f"asked it to stop) ({library})\n")
+    assert _gone([child], 3)
+
+
+def test_the_callers_end_ends_the_run_and_the_librarys_child(program, tmp_path):
+    """The caller killed outright (SIGKILL: no chance to stop its reader): the run and the library's child
+    end within moments, not at the 30 s deadline, and nothing of them is left behind."""
+    library = a_library(tmp_path, "#include <unistd.h>\nint nvmlInit_v2(void) { for (;;) pause(); }\n")
+    caller = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time\n"
+         f"p = subprocess.Popen([{str(program)!r}, {str(library)!r}, {str(tmp_path / 'mig-minors')!r}, '30'],"
+         " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={})\n"
+         "print(p.pid, flush=True)\ntime.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
+    run_pid = int(caller.stdout.readline())
+    time.sleep(0.5)
+    child, = _children(run_pid)
+    caller.kill()
+    caller.wait()
+    assert _gone([run_pid, child], 3)
