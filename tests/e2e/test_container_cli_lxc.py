@@ -37,7 +37,8 @@ for name in ("/etc/subuid", "/etc/subgid"):
         subprocess.run(["mount", "-n", "--bind", str(subid), name], check=True)
 bindir = work / "bin"
 bindir.mkdir(mode=0o755)
-install_launchers.build_wheel_scripts(bindir, "9.8.7")
+(work / "libexec").mkdir(mode=0o755)
+install_launchers.build_wheel_scripts(bindir, work / "libexec", "9.8.7")
 private = work / "private"
 private.mkdir(mode=0o700)
 (private / "python3").symlink_to(sys.executable)
