@@ -55,7 +55,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
     daemon = private_containerd(config, socket, dirs, workdir=workdir)
     # ctr's environment becomes the hook's: our programs first in PATH, our config, nothing from the host's
     env = {"PATH": f"{VENV_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           "NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config)}
+           "NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config),
+           # the CLI's caches (config, driver files) in the test's dir, not the machine's /run
+           "NVIDIA_CTK_CACHE_DIR": str(workdir / "cache")}
 
     def ctr(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         done = subprocess.run(daemon.enter(["ctr", "--address", str(socket), "--namespace", ctr_namespace, *args]),
