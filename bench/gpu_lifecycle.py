@@ -79,15 +79,19 @@ def _simulated_host(workdir: Path) -> Path:
     return root
 
 
-def nvidia_build(environ: dict[str, str]) -> tuple[Path | None, str]:
-    """NVIDIA's nvidia-container-runtime.cdi named by GCT_BENCH_NVIDIA_BIN, or None and why not."""
+def nvidia_build(environ: dict[str, str], scratch: Path) -> tuple[Path | None, str]:
+    """NVIDIA's nvidia-container-runtime.cdi named by GCT_BENCH_NVIDIA_BIN, or None and why not.
+    Its `--version` runs with the timed calls' environment and the runtime cache dir in scratch: when
+    the dir holds this project's runtime, that call writes its runtime cache, which would otherwise
+    go to the machine's /run/nvidia-container-toolkit and stay there."""
     directory = environ.get(NVIDIA_BIN_VAR)
     if not directory:
         return None, f"NVIDIA's runtime: row skipped ({NVIDIA_BIN_VAR} does not name a dir with NVIDIA's build)"
     runtime = Path(directory, "nvidia-container-runtime.cdi")
     if not os.access(runtime, os.X_OK):
         return None, f"NVIDIA's runtime: row skipped (no executable {runtime})"
-    version = subprocess.run([str(runtime), "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    version = subprocess.run([str(runtime), "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             env={**runtime_env(), "NVIDIA_CTK_CACHE_DIR": str(scratch)})
     if "(gpu-container-toolkit)" in version.stdout:
         return None, f"NVIDIA's runtime: row skipped ({runtime} is this project's, not NVIDIA's)"
     return runtime, f"NVIDIA's runtime: {runtime} ({version.stdout.strip().splitlines()[0] if version.stdout else '?'})"
@@ -182,7 +186,7 @@ def run(runs: int, env_rows: bool = False) -> str:
         workdir = Path(tmp)
         before = machine_state(workdir)
         driver_root = _simulated_host(workdir)
-        nvidia, nvidia_line = nvidia_build(os.environ)
+        nvidia, nvidia_line = nvidia_build(os.environ, workdir / "version-cache")
         rows = _rows(workdir, env_rows, nvidia)
         hosts: dict[str, FreshHost] = {}
         try:

@@ -10,6 +10,7 @@ import pytest
 
 from bench import fresh_host, gpu_lifecycle
 from cdi.config import load_config
+from runtime_shim import runtime_cache
 
 pytestmark = pytest.mark.e2e
 
@@ -76,18 +77,21 @@ def test_a_fresh_copy_replaces_what_a_run_left(tmp_path):
 
 
 def test_nvidia_build_is_named_by_the_variable_and_never_ours(tmp_path):
-    assert gpu_lifecycle.nvidia_build({}) == (
+    scratch = tmp_path / "version-cache"
+    assert gpu_lifecycle.nvidia_build({}, scratch) == (
         None, "NVIDIA's runtime: row skipped (GCT_BENCH_NVIDIA_BIN does not name a dir with NVIDIA's build)")
-    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(tmp_path)})[1] == (
+    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(tmp_path)}, scratch)[1] == (
         f"NVIDIA's runtime: row skipped (no executable {tmp_path}/nvidia-container-runtime.cdi)")
     ours = tmp_path / "ours"
     ours.mkdir()
     (ours / "nvidia-container-runtime.cdi").symlink_to(gpu_lifecycle.SHIM + ".cdi")
-    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(ours)})[0] is None
+    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(ours)}, scratch)[0] is None
+    # our runtime's --version kept its runtime cache in scratch, not in the machine's /run
+    assert [p.name for p in scratch.glob("runtime-*.cache")] == [runtime_cache.cache_file({}).rsplit("/", 1)[1]]
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "nvidia-container-runtime.cdi").write_text("#!/bin/sh\necho 'NVIDIA Container Runtime version 1.17.8'\n")
     (theirs / "nvidia-container-runtime.cdi").chmod(0o755)
-    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(theirs)}) == (
+    assert gpu_lifecycle.nvidia_build({"GCT_BENCH_NVIDIA_BIN": str(theirs)}, scratch) == (
         theirs / "nvidia-container-runtime.cdi",
         f"NVIDIA's runtime: {theirs}/nvidia-container-runtime.cdi (NVIDIA Container Runtime version 1.17.8)")
