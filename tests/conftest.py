@@ -59,6 +59,7 @@ def pytest_unconfigure(config):
 _FOUND = pytest.StashKey[list]()
 _END = pytest.StashKey[dict]()
 _OTHER_WORK = pytest.StashKey[set]()
+_WRITTEN_DURING = pytest.StashKey[dict]()
 
 
 def _markers(tmp_path_factory) -> list[str]:
@@ -84,8 +85,9 @@ def machine_left_as_found(request, tmp_path_factory):
     if not other_work:
         ours["files"] = sorted(set(ours["files"]) | set(leftovers.at_fixed_places(found)))
     if any(ours.values()):
-        pytest.fail("the test run left behind on the machine:\n" + "\n".join(leftovers.describe(ours)),
-                    pytrace=False)
+        written_during = request.config.stash.get(_WRITTEN_DURING, {})
+        pytest.fail("the test run left behind on the machine:\n"
+                    + "\n".join(leftovers.describe(ours, written_during)), pytrace=False)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -102,6 +104,18 @@ def module_left_as_found(request, machine_left_as_found):
         request.config.stash[_FOUND].append((request.node.nodeid, found))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Notes which test (its fixtures' set-up and tear-down included) wrote at leftovers.FIXED_PLACES: the
+    run's check names it beside what it finds there. Files only: a few listings per test."""
+    before = leftovers.take_files()
+    yield
+    found = leftovers.new_since(before, leftovers.take_files(), os.getpid())
+    written_during = item.config.stash.setdefault(_WRITTEN_DURING, {})
+    for path in leftovers.at_fixed_places(found):
+        written_during.setdefault(path, item.nodeid)
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """Each module's leftovers that were still there at the end of the run, then the run's own list."""
     end = config.stash.get(_END, None)
@@ -116,5 +130,5 @@ def pytest_terminal_summary(terminalreporter, config):
         kept = {kind: [item for item in items if item in end[kind]] for kind, items in found.items()}
         if any(kept.values()):
             terminalreporter.line(f"{where}:")
-            for line in leftovers.describe(kept):
+            for line in leftovers.describe(kept, config.stash.get(_WRITTEN_DURING, {})):
                 terminalreporter.line(line)

@@ -5,7 +5,10 @@ Other people may use the machine at the same time, so only what names a path of 
 base temp dir) is certainly ours; everything else that appeared is reported, not judged. Except at
 FIXED_PLACES, where daemons, runtimes and pytest write whatever their flags (a test gives each a place
 of its own instead): a path that appears there fails the run when no other such work was seen on the
-machine meanwhile (`other_work`), and is reported otherwise.
+machine meanwhile (`other_work`), and is reported otherwise. In the dirs of STAMPED_DIRS a file
+written again counts as well (`<path> (written again)`): the caches there have fixed names, so a
+write over one an earlier run left would not show as a new name. `take_files()` is the cheap part
+(the files alone), for a look before and after each test: which test wrote is what one needs to fix it.
 """
 from __future__ import annotations
 
@@ -16,12 +19,19 @@ from pathlib import Path
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # where runtimes, engines and CDI keep state outside a test's own dirs (/var/run is /run)
 WATCHED_DIRS = ("/run/cdi", "/var/run/cdi", "/etc/cdi", "/run/runc", "/run/crun", "/run/containerd", "/run/docker",
-                "/run/containers", "/run/libpod", "/run/nvidia-container-toolkit", "/tmp")
+                "/run/containers", "/run/libpod", "/run/nvidia-container-toolkit", "/run/nvidia",
+                "/etc/nvidia-container-runtime", "/etc/docker", "/etc/containerd", "/tmp")
+# the watched dirs whose entries' mtimes are compared too: the programs' default cache dir (fixed cache
+# names), the CDI spec dirs, the MPS root's parent and the configs nvidia-ctk edits by default
+STAMPED_DIRS = ("/run/nvidia-container-toolkit", "/run/cdi", "/etc/cdi", "/run/nvidia",
+                "/etc/nvidia-container-runtime", "/etc/docker", "/etc/containerd")
 # places where nothing of a test run may appear: dockerd's /run/docker/plugins, containerd 1.6's
 # /run/containerd/{s,fifo,runc} and /tmp/containerd.<pid>.stacks.log (in TMPDIR), pytest's own
-# /tmp/pytest-of-<user>, the system's CDI spec dirs and the programs' default cache dir
+# /tmp/pytest-of-<user>, the system's CDI spec dirs, the programs' default cache dir, MPS root
+# (/run/nvidia/mps) and config, and the engine configs nvidia-ctk runtime configure edits by default
 FIXED_PLACES = ("/run/docker/", "/run/containerd/", "/run/cdi/", "/var/run/cdi/", "/etc/cdi/",
-                "/run/nvidia-container-toolkit/", "/tmp/containerd.", "/tmp/pytest-of-")
+                "/run/nvidia-container-toolkit/", "/run/nvidia/", "/etc/nvidia-container-runtime/",
+                "/etc/docker/", "/etc/containerd/", "/tmp/containerd.", "/tmp/pytest-of-")
 # processes that are such work: another test run, an engine, a benchmark or the demo
 OTHER_WORK_WORDS = ("pytest", "dockerd", "containerd", "podman", "-m bench", "demo.py")
 # an orphaned process is reported when its command line has one of these (what tests start)
@@ -37,6 +47,7 @@ class Snapshot:
     mounts: set[str] = field(default_factory=set)
     cgroups: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
+    stamps: dict[str, int] = field(default_factory=dict)  # entry of STAMPED_DIRS -> its mtime (ns)
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -108,20 +119,42 @@ def _files() -> set[str]:
     return found
 
 
+def _stamps() -> dict[str, int]:
+    found = {}
+    for d in STAMPED_DIRS:
+        try:
+            with os.scandir(d) as entries:
+                for e in entries:
+                    try:
+                        found[e.path] = e.stat(follow_symlinks=False).st_mtime_ns
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return found
+
+
 def take() -> Snapshot:
-    return Snapshot(_processes(), _mounts(), _cgroups(), _files())
+    return Snapshot(_processes(), _mounts(), _cgroups(), _files(), _stamps())
+
+
+def take_files() -> Snapshot:
+    """The files alone (a few directory listings): cheap enough for a look around every test."""
+    return Snapshot(files=_files(), stamps=_stamps())
 
 
 def new_since(before: Snapshot, after: Snapshot, own_pid: int) -> dict[str, list[str]]:
     """What `after` has that `before` did not: processes of the kinds tests start left to init (orphans)
-    or to a subreaper, mounts, cgroups and files in WATCHED_DIRS."""
+    or to a subreaper, mounts, cgroups and files in WATCHED_DIRS (new, or written again in STAMPED_DIRS)."""
     processes = [f"pid {pid}: {cmd}" for pid, (ppid, cmd) in sorted(after.processes.items())
                  if pid not in before.processes and pid != own_pid and (ppid == 1 or ppid not in after.processes)
                  and any(word in cmd for word in RUNTIME_WORDS)]
+    written_again = {f"{path} (written again)" for path, mtime in after.stamps.items()
+                     if path in before.stamps and before.stamps[path] != mtime}
     return {"processes": processes,
             "mounts": sorted(after.mounts - before.mounts),
             "cgroups": sorted(c for c in after.cgroups - before.cgroups if not _machine_own(c)),
-            "files": sorted(f for f in after.files - before.files if not _machine_own(f))}
+            "files": sorted(f for f in (after.files - before.files) | written_again if not _machine_own(f))}
 
 
 def _machine_own(path: str) -> bool:
@@ -154,5 +187,9 @@ def other_work(snapshot: Snapshot, own_pid: int) -> set[str]:
             if any(word in cmd for word in OTHER_WORK_WORDS) and pid not in ancestors and own_pid not in line_up(pid)}
 
 
-def describe(found: dict[str, list[str]]) -> list[str]:
-    return [f"  {kind}: {item}" for kind, items in found.items() for item in items]
+def describe(found: dict[str, list[str]], written_during: dict[str, str] | None = None) -> list[str]:
+    """One line per item; a file at a fixed place names the test during which it appeared (written_during:
+    item -> test id), when one did."""
+    during = written_during or {}
+    return [f"  {kind}: {item}" + (f" (during {during[item]})" if item in during else "")
+            for kind, items in found.items() for item in items]

@@ -1,5 +1,7 @@
 """tests.support.leftovers, the suite's check that it leaves nothing behind: what counts as new, and
 what is certainly this run's."""
+import os
+
 from tests.support import leftovers
 from tests.support.leftovers import Snapshot, at_fixed_places, certainly_ours, new_since
 
@@ -57,3 +59,38 @@ def test_other_work_is_what_neither_this_run_started_nor_started_it():
                          21: (1, "/usr/bin/containerd"),                   # the machine's engine
                          22: (1, "sleep 5")})
     assert leftovers.other_work(snapshot, own_pid=10) == {"python -m pytest tests/unit", "/usr/bin/containerd"}
+
+
+def test_a_file_written_again_in_a_stamped_dir_counts_as_a_file(tmp_path, monkeypatch):
+    """The runtime cache's name is fixed (runtime-<hash of the config path>.cache): a run that writes it
+    over one an earlier run left adds no new name, yet wrote to the machine."""
+    stamped = tmp_path / "run-nvidia-container-toolkit"
+    stamped.mkdir()
+    cache = stamped / "runtime-37a148b3a8e8cc4a.cache"
+    cache.write_text("left by an earlier run")
+    monkeypatch.setattr(leftovers, "WATCHED_DIRS", (str(stamped),))
+    monkeypatch.setattr(leftovers, "STAMPED_DIRS", (str(stamped),))
+    before = leftovers.take_files()
+    assert new_since(before, leftovers.take_files(), own_pid=0)["files"] == []
+    os.utime(cache, ns=(0, cache.stat().st_mtime_ns + 1))
+    (stamped / "cdi-validated.json").write_text("{}")
+    assert new_since(before, leftovers.take_files(), own_pid=0)["files"] == [
+        f"{stamped}/cdi-validated.json", f"{cache} (written again)"]
+
+
+def test_the_default_cache_dirs_and_etc_configs_are_fixed_places():
+    found = {"processes": [], "mounts": [], "cgroups": [],
+             "files": ["/run/nvidia-container-toolkit/runtime-37a148b3a8e8cc4a.cache (written again)",
+                       "/run/nvidia/mps/", "/etc/nvidia-container-runtime/config.toml (written again)",
+                       "/etc/docker/daemon.json (written again)", "/etc/containerd/config.toml", "/run/user/0"]}
+    assert at_fixed_places(found) == found["files"][:-1]
+    assert {d + "/" for d in leftovers.STAMPED_DIRS} <= {p for p in leftovers.FIXED_PLACES if p.endswith("/")}
+
+
+def test_a_file_at_a_fixed_place_names_the_test_it_appeared_during():
+    found = {"processes": ["pid 5: sleep 9"], "mounts": [], "cgroups": [],
+             "files": ["/run/nvidia-container-toolkit/", "/run/nvidia-container-toolkit/runtime-1.cache"]}
+    during = {"/run/nvidia-container-toolkit/runtime-1.cache": "tests/e2e/test_x.py::test_y"}
+    assert leftovers.describe(found, during) == [
+        "  processes: pid 5: sleep 9", "  files: /run/nvidia-container-toolkit/",
+        "  files: /run/nvidia-container-toolkit/runtime-1.cache (during tests/e2e/test_x.py::test_y)"]
