@@ -8,9 +8,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
+from cdi.config_cache import RECENT_NS
 from simulator.host_builder import create_simulated_host
 from simulator.models import DEFAULT_MODEL
 from tests.e2e.rootfs import make_rootfs
@@ -40,9 +42,15 @@ def configure(host, rootfs, *flags: str, after: str = "", env: dict | None = Non
     script = (f"{CLI} --root {shlex.quote(str(host))} configure --no-cgroups "
               f"{' '.join(shlex.quote(f) for f in flags)} {shlex.quote(str(rootfs))}; echo \"rc=$?\"\n"
               f"cd {shlex.quote(str(rootfs))}\n{after}")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("NVIDIA_")}
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-                          capture_output=True, text=True, env={**environ, **(env or {})}, timeout=120)
+                          capture_output=True, text=True, env={**cli_env(host), **(env or {})}, timeout=120)
+
+
+def cli_env(host) -> dict[str, str]:
+    """The caller's environment less NVIDIA_*, with a cache dir of the host's: the CLI keeps the driver
+    files it finds there (cdi.driver_files_cache), by default in the machine's /run/nvidia-container-toolkit."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NVIDIA_")}
+    return {**environ, "NVIDIA_CTK_CACHE_DIR": str(host.parent / "cache")}
 
 
 def present(*paths: str) -> str:
@@ -151,9 +159,19 @@ def test_debug_log(host, rootfs, tmp_path):
     log = tmp_path / "cli.log"
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "hook.cli",
                            "--root", str(host), f"--debug={log}", "--load-kmods", "configure", "--no-cgroups",
-                           "--device=0", "--utility", str(rootfs)], capture_output=True, text=True, timeout=120)
+                           "--device=0", "--utility", str(rootfs)], capture_output=True, text=True, timeout=120,
+                          env=cli_env(host))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert f"injected into {rootfs}" in log.read_text()
+
+
+def test_the_driver_files_found_are_kept_in_the_given_cache_dir(host, rootfs):
+    """Once the host's files are older than config_cache.RECENT_NS the CLI keeps what it found, in
+    NVIDIA_CTK_CACHE_DIR (every run here names one: the default is the machine's /run)."""
+    newest = max(os.lstat(os.path.join(d, n)).st_ctime_ns for d, dirs, files in os.walk(host) for n in dirs + files)
+    time.sleep(max(0.0, (newest + RECENT_NS - time.time_ns()) / 1e9) + 0.05)
+    assert configure(host, rootfs, "--device=0", "--utility").stdout.splitlines()[0] == "rc=0"
+    assert list((host.parent / "cache").glob("driver-files-*.json"))
 
 
 def test_configure_imports_no_admin_cli_libraries():
