@@ -56,7 +56,9 @@ wrapper.chmod(0o755)
 config = work / "gpu" / "config"
 config.write_text(config.read_text().replace(f"lxc.hook.mount = {LXC_HOOK}", f"lxc.hook.mount = {wrapper}"))
 _fresh_for_lxc(image, work / "gpu" / "rootfs")
-done = subprocess.run(["lxc-execute", "-n", "gpu", "-P", str(work), "--", "true"], env={"PATH": f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin"}, capture_output=True,
+# the CLI's cache dir is the test's (else the machine's /run/nvidia-container-toolkit)
+env = {"PATH": f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin", "NVIDIA_CTK_CACHE_DIR": str(work / "cache")}
+done = subprocess.run(["lxc-execute", "-n", "gpu", "-P", str(work), "--", "true"], env=env, capture_output=True,
                       text=True, stdin=subprocess.DEVNULL, timeout=120)
 print(json.dumps({"rc": done.returncode, "stderr": done.stderr, "hook_stderr": stderr_file.read_text()}))
 """

@@ -39,7 +39,9 @@ def userns_host(tmp_path):
 
 def in_user_namespace(script: str, host: Path) -> subprocess.CompletedProcess:
     """Run `script` in a new user namespace (the caller mapped to its root) with its own mount namespace."""
-    env = {"PATH": f"{CLI.parent}:/usr/sbin:/usr/bin:/sbin:/bin", "CLI": str(CLI), "HOST": str(host)}
+    # the CLI keeps the driver files it finds in NVIDIA_CTK_CACHE_DIR: the host's, not the machine's /run
+    env = {"PATH": f"{CLI.parent}:/usr/sbin:/usr/bin:/sbin:/bin", "CLI": str(CLI), "HOST": str(host),
+           "NVIDIA_CTK_CACHE_DIR": str(host.parent / "cache")}
     return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
                           capture_output=True, text=True, env=env, timeout=120)
 
