@@ -36,24 +36,6 @@ IMAGE = "gct.bench/ctr-busybox:latest"
 GOAL = 1.8
 
 
-def _containerd_config(workdir: Path, socket: Path, dirs: list[Path]) -> Path:
-    config = workdir / "containerd.toml"
-    config.write_text(f"""version = 2
-root = "{dirs[0]}"
-state = "{dirs[1]}"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "{socket}"
-[ttrpc]
-  address = "{socket}.ttrpc"
-[debug]
-  address = "{workdir}/debug.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{dirs[2]}"
-""")
-    return config
-
-
 def _runc_once(bundle: Path, image: Path, state: Path) -> float:
     fresh_copy(image, bundle / "rootfs")
     return lifecycle(["runc"], bundle, state)
@@ -61,7 +43,7 @@ def _runc_once(bundle: Path, image: Path, state: Path) -> float:
 
 def run(runs: int) -> str:
     from tests.e2e.bundle import make_bundle
-    from tests.e2e.engines import short_tempdir, start_containerd, stop_daemon
+    from tests.e2e.engines import short_tempdir, start_containerd, stop_daemon, write_containerd_config_without_cri
     from tests.e2e.host_setup import ensure_hugetlb_on_v1
     from tests.e2e.rootfs import docker_archive, make_rootfs
     from tests.support.cgroups import remove_cgroup_everywhere
@@ -84,7 +66,8 @@ def run(runs: int) -> str:
         toolkit_config.write_text(f'[nvidia-container-cli]\nroot = "{host}"\n')
         (workdir / "cache").mkdir(mode=0o755)
         socket, dirs = workdir / "c.sock", [workdir / "root", workdir / "state", workdir / "opt"]
-        daemon = start_containerd(_containerd_config(workdir, socket, dirs), socket, dirs, workdir=workdir)
+        config = write_containerd_config_without_cri(workdir, socket, dirs)
+        daemon = start_containerd(config, socket, dirs, workdir=workdir)
         env = {"PATH": f"{BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit_config), "NVIDIA_CTK_CACHE_DIR": str(workdir / "cache")}
 

@@ -152,6 +152,26 @@ def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tu
     return daemon
 
 
+def write_containerd_config_without_cri(workdir: Path, socket: Path, dirs: list[Path]) -> Path:
+    """workdir/containerd.toml for a private containerd that ctr talks to (no CRI): root, state and opt in
+    dirs (in that order), its sockets beside socket, debug's in workdir."""
+    config = workdir / "containerd.toml"
+    config.write_text(f"""version = 2
+root = "{dirs[0]}"
+state = "{dirs[1]}"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "{socket}"
+[ttrpc]
+  address = "{socket}.ttrpc"
+[debug]
+  address = "{workdir}/debug.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{dirs[2]}"
+""")
+    return config
+
+
 def start_containerd(config_file: Path, socket: Path, owned_dirs: list[Path], workdir: Path | None = None,
                      env: dict[str, str] | None = None) -> Daemon:
     """containerd with a config whose root, state and grpc address point into temp dirs (owned_dirs)."""

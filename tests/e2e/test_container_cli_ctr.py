@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.engines import short_tempdir
+from tests.e2e.engines import short_tempdir, write_containerd_config_without_cri
 from tests.e2e.rootfs import docker_archive, make_rootfs
 from tests.support.simulated_host import create_in_process, marker_inventory
 
@@ -38,20 +38,7 @@ def gpu_containerd(ctr_namespace, private_containerd):
     toolkit_config.write_text(f'[nvidia-container-cli]\nroot = "{host}"\n')
     socket = workdir / "c.sock"
     dirs = [workdir / "root", workdir / "state", workdir / "opt"]
-    config = workdir / "containerd.toml"
-    config.write_text(f"""version = 2
-root = "{dirs[0]}"
-state = "{dirs[1]}"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "{socket}"
-[ttrpc]
-  address = "{socket}.ttrpc"
-[debug]
-  address = "{workdir}/debug.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{dirs[2]}"
-""")
+    config = write_containerd_config_without_cri(workdir, socket, dirs)
     daemon = private_containerd(config, socket, dirs, workdir=workdir)
     # ctr's environment becomes the hook's: our programs first in PATH, our config, nothing from the host's
     env = {"PATH": f"{VENV_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
