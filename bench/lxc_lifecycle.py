@@ -16,9 +16,10 @@ a busybox + glibc rootfs (copied and handed to the container's root, host uid 10
 LXC maps the ids with newuidmap when it is installed, which only allows what /etc/subuid and
 /etc/subgid grant; so the bench runs in a mount namespace of its own in which files of its temp dir,
 granting root 100000-165535, are bind-mounted over those two (the machine's files are not changed).
-A checkout the container's root cannot reach (under /root, mode 0700) is made reachable in that namespace
-too (_reachable_by_container_root). The hook gets lxc-execute's environment: the venv's programs first in PATH, and the toolkit config named
-by NVIDIA_CTK_CONFIG_FILE_PATH with NVIDIA_CTK_CACHE_DIR set.
+A checkout the container's root cannot reach (under /root, mode 0700) is made reachable in that
+namespace too (_reachable_by_container_root). The hook gets lxc-execute's environment: the venv's
+programs first in PATH, and the toolkit config named by NVIDIA_CTK_CONFIG_FILE_PATH with
+NVIDIA_CTK_CACHE_DIR set.
 """
 from __future__ import annotations
 
@@ -69,22 +70,18 @@ def _runc_once(bundle: Path, image: Path, state: Path) -> float:
     return lifecycle(["runc"], bundle, state)
 
 
-def _reachable_by_container_root(path: Path, work: Path) -> None:
+def _reachable_by_container_root(path: Path) -> None:
     """Lets the container's root (host uid 100000) reach path, in this mount namespace only: a folder on
     the way that others may not enter (a checkout under /root, mode 0700) is covered by a tmpfs they may
-    enter, holding only the way on (the next folder, bound back). The venv's interpreter and the toolkit's
-    modules are then as reachable as an installed toolkit's are; the machine's folders are not changed."""
+    enter, holding only the way on, bound back. The venv's interpreter and the toolkit's modules are then
+    as reachable as an installed toolkit's are; the machine's folders are not changed."""
+    from tests.support.mountns import cover_with_tmpfs
+
     parts = path.resolve().parts
     for depth in range(1, len(parts)):
-        folder, way_on = Path(*parts[:depth]), Path(*parts[:depth + 1])
-        if os.stat(folder).st_mode & 0o001:
-            continue
-        kept = work / f"kept-{depth}"
-        kept.mkdir()
-        subprocess.run(["mount", "-n", "--bind", str(way_on), str(kept)], check=True)
-        subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(folder)], check=True)
-        way_on.mkdir()
-        subprocess.run(["mount", "-n", "--bind", str(kept), str(way_on)], check=True)
+        folder = Path(*parts[:depth])
+        if not os.stat(folder).st_mode & 0o001:
+            cover_with_tmpfs(str(folder), "gct-bench-lxc", keep=[str(Path(*parts[:depth + 1]))])
 
 
 def _in_namespace(runs: int, work: Path) -> str:
@@ -93,7 +90,7 @@ def _in_namespace(runs: int, work: Path) -> str:
     from tests.e2e.rootfs import make_rootfs
 
     for path in (REPO, BIN):
-        _reachable_by_container_root(path, work)
+        _reachable_by_container_root(path)
     subid = work / "subid"
     subid.write_text(f"root:{BASE}:65536\n")
     for name in ("/etc/subuid", "/etc/subgid"):
