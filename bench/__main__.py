@@ -12,6 +12,7 @@ BENCHMARKS = {
     "cdi-generate": "bench.cdi_generate",
     "shim": "bench.shim_lifecycle",
     "cdi-hook": "bench.cdi_hook",
+    "edits": "bench.edits",
     "lifecycle": "bench.gpu_lifecycle",
     "ctr": "bench.ctr_lifecycle",
     "lxc": "bench.lxc_lifecycle",
