@@ -10,7 +10,10 @@ empty /run (tests.support.mountns.private_run; dockerd makes /run/docker/plugins
 flags, containerd 1.6 puts its shims' sockets in /run/containerd/s, its runc shim uses
 /run/containerd/runc, ctr its FIFOs in /run/containerd/fifo: run ctr with `daemon.enter(...)`), and
 with TMPDIR in its dir (containerd writes containerd.<pid>.stacks.log there on SIGUSR1, which
-dockerd sends before it kills a containerd that stopped answering).
+dockerd sends before it kills a containerd that stopped answering). dockerd's namespace has an empty
+/etc/docker of its own too: dockerd 20.10 writes its identity key /etc/docker/key.json when there is
+none there, whatever its flags (the daemon.json key "deprecated-key-path" would move it, but a test's
+daemon.json is what that test checks, so it stays as the test wrote it).
 
 Use the fixtures (`private_dockerd`, `private_containerd`, `private_podman`): each yields a factory that
 starts an engine with the config you give it and stops everything it started when the test ends.
@@ -91,13 +94,21 @@ def daemon_tmpdir(workdir: Path) -> Path:
     return tmp
 
 
+def private_run_and_etc_docker() -> None:
+    """A preexec_fn for dockerd: private_run(), and an empty /etc/docker of the namespace's own (made
+    there only, also where the machine has no /etc/docker), where dockerd writes key.json."""
+    private_run()
+    own_dir_at("/etc/docker", "gct-private-etc-docker")
+
+
 def _spawn(name: str, argv: list[str], workdir: Path, socket: Path, owned: list[Path],
-           env: dict[str, str] | None = None, own_run: bool = True) -> Daemon:
-    """Start argv in its own session, with TMPDIR in workdir and (own_run) an empty /run of its own."""
+           env: dict[str, str] | None = None, own_run: bool = True, namespace=private_run) -> Daemon:
+    """Start argv in its own session, with TMPDIR in workdir and (own_run) in a mount namespace of its
+    own that namespace() prepares (by default: an empty /run)."""
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=private_run if own_run else None,
+                                start_new_session=True, preexec_fn=namespace if own_run else None,
                                 env={**os.environ, "TMPDIR": str(daemon_tmpdir(workdir)), **(env or {})})
     return Daemon(name, proc, workdir, socket, log, owned)
 
@@ -141,7 +152,8 @@ def start_dockerd(config_file: Path, workdir: Path | None = None, extra_args: tu
     socket = workdir / "docker.sock"
     cgroup_parent = unique_cgroup_parent("dockerd")
     argv = ["dockerd", *dockerd_private_args(workdir, socket, config_file, cgroup_parent), *extra_args]
-    daemon = _spawn("dockerd", argv, workdir, socket, [data_root, exec_root], env)
+    daemon = _spawn("dockerd", argv, workdir, socket, [data_root, exec_root], env,
+                    namespace=private_run_and_etc_docker)
     daemon.cgroup_parent = cgroup_parent
     try:
         _wait_for(lambda: socket.exists() and docker(daemon, "version", check=False, timeout=10).returncode == 0,

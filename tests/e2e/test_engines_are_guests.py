@@ -2,7 +2,8 @@
 has a /run of its own (dockerd's /run/docker/plugins, containerd's /run/containerd/{s,runc,fifo} land
 there and go with its mount namespace) and its TMPDIR in its own dir (containerd writes
 containerd.<pid>.stacks.log to TMPDIR on SIGUSR1, which dockerd sends before it kills a containerd
-that stopped answering, e.g. on a busy machine)."""
+that stopped answering, e.g. on a busy machine). dockerd has an /etc/docker of its own as well: it
+writes its identity key.json there when it finds none."""
 from __future__ import annotations
 
 import os
@@ -54,13 +55,23 @@ def _own_run(daemon: Daemon) -> Path:
     return theirs
 
 
-def test_private_dockerd_and_its_containerd_keep_run_and_tmp_to_themselves(private_dockerd):
+def _own_etc_docker(daemon: Daemon) -> Path:
+    """The daemon's /etc/docker, as seen from here; asserted not to be the machine's."""
+    theirs = Path(f"/proc/{daemon.proc.pid}/root/etc/docker")
+    machines = Path("/etc/docker")
+    assert not machines.is_dir() or os.stat(theirs).st_dev != os.stat(machines).st_dev, \
+        "the daemon writes to the machine's /etc/docker"
+    return theirs
+
+
+def test_private_dockerd_and_its_containerd_keep_run_etc_docker_and_tmp_to_themselves(private_dockerd):
     work = short_tempdir("gct-guest-")
     try:
         (work / "daemon.json").write_text('{"storage-driver": "vfs"}\n')
         daemon = private_dockerd(work / "daemon.json")
         _stacks_log_after_sigusr1(daemon, _containerd_of(daemon))
         assert (_own_run(daemon) / "docker" / "plugins").is_dir()
+        assert (_own_etc_docker(daemon) / "key.json").is_file()   # made in its own, empty /etc/docker
     finally:
         subprocess.run(["rm", "-rf", str(work)])
 

@@ -39,10 +39,6 @@ RUNTIME_WORDS = ("runc", "crun", "conmon", "containerd", "dockerd", "docker-prox
                  "unshare", "nsenter", "nvidia", "gct-", "pytest")
 # this machine's own session manager, not the tests: its cgroups and files come and go all the time
 MACHINE_OWN = ("/process_api/", "/tmp/bash_tool_", "/tmp/bash_jobs")
-# a known leak, not yet fixed, let through so that /etc/docker stays watched for everything else: the
-# tests' private dockerd 20.10 writes its identity key /etc/docker/key.json when the machine has none
-# (dockerd's --deprecated-key-path is not a command-line flag in 20.10; moving the key is still to do)
-KNOWN_LEAKS = ("/etc/docker/key.json",)
 
 
 @dataclass
@@ -162,7 +158,7 @@ def new_since(before: Snapshot, after: Snapshot, own_pid: int) -> dict[str, list
 
 
 def _machine_own(path: str) -> bool:
-    return any(part in path for part in MACHINE_OWN) or path in KNOWN_LEAKS
+    return any(part in path for part in MACHINE_OWN)
 
 
 def certainly_ours(found: dict[str, list[str]], markers: list[str]) -> dict[str, list[str]]:
