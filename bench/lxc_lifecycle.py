@@ -19,7 +19,8 @@ granting root 100000-165535, are bind-mounted over those two (the machine's file
 A checkout the container's root cannot reach (under /root, mode 0700) is made reachable in that
 namespace too (_reachable_by_container_root). The hook gets lxc-execute's environment: the venv's
 programs first in PATH, and the toolkit config named by NVIDIA_CTK_CONFIG_FILE_PATH with
-NVIDIA_CTK_CACHE_DIR set.
+NVIDIA_CTK_CACHE_DIR set. When a container stops, LXC moves its monitor to a cgroup `lxc.pivot` that it
+never removes; the configs name a pivot of this run's own (monitor_pivot), removed after the rows.
 """
 from __future__ import annotations
 
@@ -43,8 +44,18 @@ BASE = 100000           # the host uid and gid that are root in the container
 GOAL = 1.8              # nvidia-container-cli's budget on ctr's path (issue 25), the same here
 
 
+def monitor_pivot(work: Path) -> str:
+    """The cgroup (in every hierarchy) under which LXC makes `lxc.pivot` for the monitors of the containers
+    whose dir is in work: LXC moves a monitor there when its container stops and leaves the cgroup behind
+    (by default /lxc.pivot). Named after work, so the run that made work can remove it
+    (tests.support.cgroups.remove_cgroup_everywhere) once its monitors have exited."""
+    return f"gct-lxc-pivot-{work.name}"
+
+
 def _lxc_config(path: Path, name: str, rootfs: Path, gpu: bool) -> None:
+    """The config of container `name` (its dir is path's, in the run's work dir: path.parent.parent)."""
     lines = [f"lxc.uts.name = {name}", f"lxc.rootfs.path = dir:{rootfs}",
+             f"lxc.cgroup.dir.monitor.pivot = {monitor_pivot(path.parent.parent)}",
              f"lxc.idmap = u 0 {BASE} 65536", f"lxc.idmap = g 0 {BASE} 65536",
              "lxc.mount.auto = proc:mixed sys:mixed", "lxc.net.0.type = empty",
              "lxc.apparmor.profile = unconfined"]
@@ -142,10 +153,15 @@ def run(runs: int) -> str:
         return "== LXC hooks/nvidia: skipped (LXC is not installed: `apt-get install lxc`)"
     if not CLI.exists():
         return "== LXC hooks/nvidia: skipped (the nvidia-container-cli launcher is missing: run `make venv`)"
+    from tests.support.cgroups import remove_cgroup_everywhere
+
     load_before = load_line("before")
     with tempfile.TemporaryDirectory(prefix="bench-lxc-") as tmp:
-        done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-m",
-                               "bench.lxc_lifecycle", str(runs), tmp], capture_output=True, text=True, cwd=REPO)
+        try:
+            done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-m",
+                                   "bench.lxc_lifecycle", str(runs), tmp], capture_output=True, text=True, cwd=REPO)
+        finally:
+            remove_cgroup_everywhere(monitor_pivot(Path(tmp)))
     if done.returncode != 0:
         raise RuntimeError(f"the LXC bench failed: {done.stderr.strip()}")
     return "\n".join([done.stdout.rstrip("\n"), load_before, load_line("after")])

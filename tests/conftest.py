@@ -70,8 +70,9 @@ def _markers(tmp_path_factory) -> list[str]:
 @pytest.fixture(scope="session", autouse=True)
 def machine_left_as_found(request, tmp_path_factory):
     """Fails the run (at the teardown of its last test) if anything that names this run's temp dirs is
-    still on the machine at the end, or anything appeared at leftovers.FIXED_PLACES while no other work
-    ran on the machine; everything else that appeared is listed in the summary."""
+    still on the machine at the end, or anything appeared at leftovers.FIXED_PLACES or as a cgroup of
+    leftovers.FIXED_CGROUP_NAMES while no other work ran on the machine; everything else that appeared
+    is listed in the summary."""
     request.config.stash[_FOUND] = []
     other_work = request.config.stash[_OTHER_WORK] = set()
     before = leftovers.take()
@@ -84,6 +85,7 @@ def machine_left_as_found(request, tmp_path_factory):
     ours = leftovers.certainly_ours(found, _markers(tmp_path_factory))
     if not other_work:
         ours["files"] = sorted(set(ours["files"]) | set(leftovers.at_fixed_places(found)))
+        ours["cgroups"] = sorted(set(ours["cgroups"]) | set(leftovers.at_fixed_cgroups(found)))
     if any(ours.values()):
         written_during = request.config.stash.get(_WRITTEN_DURING, {})
         pytest.fail("the test run left behind on the machine:\n"
@@ -123,7 +125,7 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     terminalreporter.section("left on the machine (may include other users' work meanwhile)")
     other_work = config.stash.get(_OTHER_WORK, set())
-    if other_work and leftovers.at_fixed_places(end):
+    if other_work and (leftovers.at_fixed_places(end) or leftovers.at_fixed_cgroups(end)):
         terminalreporter.line("not judged at fixed places, as other work ran meanwhile, e.g. "
                               + sorted(other_work)[0][:100])
     for where, found in config.stash.get(_FOUND, []):

@@ -5,7 +5,8 @@ gets our one line naming the host uid and what to fix, not a bare "Permission de
 hook's stderr: LXC logs a hook's output as it reads it, in chunks, the last one not always).
 
 Set up as bench/lxc_lifecycle.py sets up its rows (its helpers), in a mount namespace of its own where
-/etc/subuid and /etc/subgid grant root 100000-165535 (files of the test's dir bound over them)."""
+/etc/subuid and /etc/subgid grant root 100000-165535 (files of the test's dir bound over them), and the
+cgroup LXC leaves for its monitor (lxc.pivot) under one of the test's own, removed afterwards."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from bench.lxc_lifecycle import monitor_pivot
+from tests.support.cgroups import remove_cgroup_everywhere
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -78,8 +82,13 @@ def test_an_unprivileged_lxc_container_is_told_what_to_fix():
                              env={**os.environ, "PYTHONPATH": str(REPO)})
         assert ran.returncode == 0, ran.stderr[-3000:]
         result = json.loads(ran.stdout.splitlines()[-1])
+        pivots = list(Path("/sys/fs/cgroup").glob(f"*/{monitor_pivot(work)}/lxc.pivot"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        remove_cgroup_everywhere(monitor_pivot(work))
+    # LXC moved the stopping container's monitor to a pivot under the test's cgroup, which is gone now
+    assert pivots, "LXC did not use lxc.cgroup.dir.monitor.pivot"
+    assert list(Path("/sys/fs/cgroup").glob(f"*/{monitor_pivot(work)}")) == []
     assert result["rc"] != 0
     ours = [line for line in result["hook_stderr"].splitlines() if line.startswith("nvidia-container-cli: ")]
     assert ours == [

@@ -4,11 +4,12 @@ runtimes and engines write to. `take()` records them; `new_since(before, after)`
 Other people may use the machine at the same time, so only what names a path of this run (its pytest
 base temp dir) is certainly ours; everything else that appeared is reported, not judged. Except at
 FIXED_PLACES, where daemons, runtimes and pytest write whatever their flags (a test gives each a place
-of its own instead): a path that appears there fails the run when no other such work was seen on the
-machine meanwhile (`other_work`), and is reported otherwise. In the dirs of STAMPED_DIRS a file
-written again counts as well (`<path> (written again)`): the caches there have fixed names, so a
-write over one an earlier run left would not show as a new name. `take_files()` is the cheap part
-(the files alone), for a look before and after each test: which test wrote is what one needs to fix it.
+of its own instead), and for cgroups of FIXED_CGROUP_NAMES: a path that appears there fails the run
+when no other such work was seen on the machine meanwhile (`other_work`), and is reported otherwise.
+In the dirs of STAMPED_DIRS a file written again counts as well (`<path> (written again)`): the
+caches there have fixed names, so a write over one an earlier run left would not show as a new name.
+`take_files()` is the cheap part (the files alone), for a look before and after each test: which test
+wrote is what one needs to fix it.
 """
 from __future__ import annotations
 
@@ -32,8 +33,12 @@ STAMPED_DIRS = ("/run/nvidia-container-toolkit", "/run/cdi", "/etc/cdi", "/run/n
 FIXED_PLACES = ("/run/docker/", "/run/containerd/", "/run/cdi/", "/var/run/cdi/", "/etc/cdi/",
                 "/run/nvidia-container-toolkit/", "/run/nvidia/", "/etc/nvidia-container-runtime/",
                 "/etc/docker/", "/etc/containerd/", "/tmp/containerd.", "/tmp/pytest-of-")
-# processes that are such work: another test run, an engine, a benchmark or the demo
-OTHER_WORK_WORDS = ("pytest", "dockerd", "containerd", "podman", "-m bench", "demo.py")
+# cgroups that are fixed places too: LXC moves a stopping container's monitor to `lxc.pivot` (at the
+# top of each hierarchy unless the config names another parent) and never removes it
+FIXED_CGROUP_NAMES = ("lxc.pivot",)
+# processes that are such work: another test run, an engine, a benchmark or the demo, LXC
+OTHER_WORK_WORDS = ("pytest", "dockerd", "containerd", "podman", "-m bench", "demo.py", "lxc-start", "lxc-execute",
+                    "[lxc monitor]")
 # an orphaned process is reported when its command line has one of these (what tests start)
 RUNTIME_WORDS = ("runc", "crun", "conmon", "containerd", "dockerd", "docker-proxy", "podman", "catatonit", "sleep",
                  "unshare", "nsenter", "nvidia", "gct-", "pytest")
@@ -169,6 +174,11 @@ def certainly_ours(found: dict[str, list[str]], markers: list[str]) -> dict[str,
 def at_fixed_places(found: dict[str, list[str]]) -> list[str]:
     """The files of `found` at FIXED_PLACES."""
     return [f for f in found["files"] if f.startswith(FIXED_PLACES)]
+
+
+def at_fixed_cgroups(found: dict[str, list[str]]) -> list[str]:
+    """The cgroups of `found` named as one of FIXED_CGROUP_NAMES (at any of the two levels looked at)."""
+    return [c for c in found["cgroups"] if os.path.basename(c) in FIXED_CGROUP_NAMES]
 
 
 def other_work(snapshot: Snapshot, own_pid: int) -> set[str]:

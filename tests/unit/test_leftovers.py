@@ -49,6 +49,13 @@ def test_what_appears_at_fixed_places_is_picked_out():
                                       "/tmp/containerd.42.stacks.log", "/tmp/pytest-of-root"]
 
 
+def test_the_cgroup_lxc_leaves_for_its_monitors_is_a_fixed_place():
+    found = {"processes": [], "mounts": [], "files": [],
+             "cgroups": ["/sys/fs/cgroup/pids/lxc.pivot", "/sys/fs/cgroup/memory/gct-lxc-pivot-x/lxc.pivot",
+                         "/sys/fs/cgroup/pids/lxc.payload.c1", "/sys/fs/cgroup/pids/gct-shim-1"]}
+    assert leftovers.at_fixed_cgroups(found) == found["cgroups"][:2]
+
+
 def test_other_work_is_what_neither_this_run_started_nor_started_it():
     snapshot = Snapshot({1: (0, "/sbin/init"),
                          5: (1, "timeout 900 python -m pytest tests"),     # started this run
@@ -57,8 +64,10 @@ def test_other_work_is_what_neither_this_run_started_nor_started_it():
                          12: (11, "containerd --config /tmp/x/c.toml"),
                          20: (1, "python -m pytest tests/unit"),           # another run
                          21: (1, "/usr/bin/containerd"),                   # the machine's engine
-                         22: (1, "sleep 5")})
-    assert leftovers.other_work(snapshot, own_pid=10) == {"python -m pytest tests/unit", "/usr/bin/containerd"}
+                         22: (1, "sleep 5"),
+                         23: (1, "[lxc monitor] /var/lib/lxc c1")})       # someone's LXC container
+    assert leftovers.other_work(snapshot, own_pid=10) == {"python -m pytest tests/unit", "/usr/bin/containerd",
+                                                          "[lxc monitor] /var/lib/lxc c1"}
 
 
 def test_a_file_written_again_in_a_stamped_dir_counts_as_a_file(tmp_path, monkeypatch):
