@@ -157,7 +157,8 @@ def test_a_pod_gets_its_gpu_through_our_shim_on_containerd_1_6(kube_node, host, 
                       '[nvidia-container-runtime]\nmode = "cdi"\n'
                       '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
     node = kube_node(containerd=ContainerdSettings(version="1.6", runtime_binary=str(SHIM),
-                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}),
+                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config),
+                                                        "NVIDIA_CTK_CACHE_DIR": str(tmp_path / "shim-cache")}),
                      glibc_image=True)
     plugin = Plugin(node, ["--nvidia-driver-root", str(root), "--device-list-strategy", strategy,
                            "--device-id-strategy", "index", "--cdi-root", "/var/run/cdi"], tmp_path / "plugin.log")

@@ -74,7 +74,8 @@ def test_standalone_kubelet_runs_a_static_pod_through_our_shim_on_containerd_1_6
     config.write_text(f'[nvidia-container-runtime]\ndebug = "{debug_log}"\nlog-level = "debug"\n')
     token = f"hello-{uuid.uuid4().hex[:8]}"
     node = kube_node(containerd=ContainerdSettings(version="1.6", runtime_binary=str(SHIM),
-                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config)}))
+                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(config),
+                                                        "NVIDIA_CTK_CACHE_DIR": str(tmp_path / "shim-cache")}))
     node.add_static_pod(_hello_pod("hello", token))
     node.wait_static_pod_running("hello")
     wait_until(lambda: token in node.container_log("hello", "main"), "the container's greeting in its log", 30,
@@ -82,6 +83,8 @@ def test_standalone_kubelet_runs_a_static_pod_through_our_shim_on_containerd_1_6
     calls = debug_log.read_text().splitlines()
     creates = [c for c in calls if "command create," in c or "passthrough of 'create'" in c]
     assert len(creates) >= 2, calls  # the pod's sandbox and its container
+    # its cache where the test named it, as everywhere in the suite (the node's /run is private anyway)
+    assert list((tmp_path / "shim-cache").glob("runtime-*.cache")), calls
     # a restarted containerd keeps the running pod, and the kubelet starts a new one through it
     node.restart_containerd()
     node.add_static_pod(_hello_pod("after-restart", token))

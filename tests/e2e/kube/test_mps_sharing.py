@@ -164,7 +164,8 @@ def test_with_envvar_a_pod_reaches_the_daemon_through_the_allocate_response(kube
     toolkit.write_text(f'[nvidia-container-cli]\nroot = "{host}"\n[nvidia-container-runtime]\nmode = "cdi"\n'
                        '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
     node = kube_node(containerd=ContainerdSettings(version="1.6", runtime_binary=str(SHIM),
-                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit)}),
+                                                   env={"NVIDIA_CTK_CONFIG_FILE_PATH": str(toolkit),
+                                                        "NVIDIA_CTK_CACHE_DIR": str(tmp_path / "shim-cache")}),
                      glibc_image=True)
     out = open(tmp_path / "plugin.log", "w")
     plugin = node.popen([str(PLUGIN), "--nvidia-driver-root", str(host), "--device-list-strategy", "envvar",
