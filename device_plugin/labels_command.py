@@ -32,23 +32,32 @@ def labels_of(config: Config, inventory=None, facts=None) -> dict[str, str]:
                        sharing_of(config.sharing))
 
 
-def write_node_labels(config: Config, inventory=None) -> None:
+def write_node_labels(config: Config, inventory=None, reads=None) -> None:
     """The plugin's labels (--gfd-output-file), when asked for: a failure is one error line in the log,
-    never the plugin's end (labels only describe the node)."""
+    never the plugin's end (labels only describe the node). reads: the start's NVML child
+    (device_plugin.nvml_child.ChildRead) with a `label-facts` reader; without one, a child of its own."""
     if not config.gfd_output_file:
         return
     from cdi.errors import CdiError
     from cdi.log import get_logger
 
-    from device_plugin.nvml_child import read_in_child
-
     try:
-        # NVML read in a child with a deadline (device_plugin.nvml_child): a driver that hangs or crashes
-        # there is this one error line, the plugin serves on
-        facts = read_in_child("label-facts", config.local_driver_root, config.gfd_machine_type_file, inventory)
-        write_labels(config.gfd_output_file, labels_of(config, inventory, facts))
+        write_labels(config.gfd_output_file, labels_of(config, inventory, _facts_in_child(config, inventory, reads)))
     except CdiError as e:
         get_logger("nvidia-device-plugin").error("node labels not written: %s", e)
+
+
+def _facts_in_child(config: Config, inventory=None, reads=None):
+    """The node-label facts, NVML read in a child with a deadline (device_plugin.nvml_child): a driver
+    that hangs or crashes there is one NvmlError line, not a hung or ended program."""
+    from cdi.nvml import load_inventory
+    from device_plugin.nvml_child import read_in_child
+
+    if reads is not None and "label-facts" in reads.order:
+        return reads.result("label-facts")
+    # the inventory first, by gct-nvml-inventory (its own deadline and its own clear lines)
+    inventory = inventory if inventory is not None else load_inventory(config.local_driver_root)
+    return read_in_child("label-facts", config.local_driver_root, config.gfd_machine_type_file, inventory)
 
 
 def parse_duration(text: str, where: str) -> float:

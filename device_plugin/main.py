@@ -81,10 +81,35 @@ def _inventory(config: Config):
     return load_inventory(config.local_driver_root)
 
 
-def _topology(config: Config, inventory):
+def _nvml_reads(config: Config, inventory):
+    """One child reading, at each start of the plugins, what it needs beyond the inventory: the label facts
+    (with --gfd-output-file) and the topology (2 GPUs or more; one GPU has no pairs)."""
+    from device_plugin.nvml_child import ChildRead
+
+    reads = {}
+    if config.gfd_output_file:
+        reads["label-facts"] = (config.gfd_machine_type_file, inventory)
+    if len(inventory.gpus) >= 2:
+        reads["topology"] = ([g.index for g in inventory.gpus],)
+    return ChildRead(reads, config.local_driver_root) if reads else None
+
+
+def _topology(config: Config, inventory, reads):
     from device_plugin.topology import nvml_topology
 
-    return nvml_topology(config.local_driver_root, [g.index for g in inventory.gpus])
+    return nvml_topology(reads)
+
+
+def plugin_sources(given: dict):
+    """Where the plugin gets what it serves: the settings `given` resolved, NVML under the driver root."""
+    from device_plugin.cdi_spec import refresh_spec
+    from device_plugin.health_child import nvml_event_source
+    from device_plugin.labels_command import write_node_labels
+    from device_plugin.manager import Sources
+
+    return Sources(config=lambda: resolve(given), inventory=_inventory, topology=_topology,
+                   refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.local_driver_root),
+                   labels=write_node_labels, nvml_reads=_nvml_reads)
 
 
 def _fail(text: str) -> int:
@@ -113,14 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         return _fail(str(e))
     configure_logging()
-    from device_plugin.cdi_spec import refresh_spec
-    from device_plugin.health_child import nvml_event_source
-    from device_plugin.labels_command import remove_node_labels, write_node_labels
-    from device_plugin.manager import InitError, PluginManager, Sources
+    from device_plugin.labels_command import remove_node_labels
+    from device_plugin.manager import InitError, PluginManager
 
-    sources = Sources(config=lambda: resolve(given), inventory=_inventory, topology=_topology,
-                      refresh_spec=refresh_spec, events=lambda c: nvml_event_source(c.local_driver_root),
-                      labels=write_node_labels)
+    sources = plugin_sources(given)
     manager = PluginManager(sources, config)
     manager.install_signal_handlers()
     try:

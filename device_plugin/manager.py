@@ -51,13 +51,17 @@ class Sources:
     """Where the plugin gets what it serves (tests give their own)."""
     config: Callable[[], Config]
     inventory: Callable[[Config], Inventory]
-    # a Topology, or a function giving it (read meanwhile: device_plugin.topology.nvml_topology)
-    topology: Callable[[Config, Inventory], Topology | Callable[[], Topology]]
+    # the GPU topology (device_plugin.topology.nvml_topology), given what nvml_reads started
+    topology: Callable[[Config, Inventory, object], Topology]
     refresh_spec: Callable[[Config, Inventory, list[Resource]], object] = field(default=lambda *args: None)
     # the driver's XID events (device_plugin.health); None: not available, no health checks
     events: Callable[[Config], EventSource | None] = field(default=lambda config: None)
-    # the node's labels (device_plugin.labels_command.write_node_labels), from the GPUs just read
-    labels: Callable[[Config, Inventory], object] = field(default=lambda config, inventory: None)
+    # the node's labels (device_plugin.labels_command.write_node_labels), from the GPUs just read and what
+    # nvml_reads started
+    labels: Callable[[Config, Inventory, object], object] = field(default=lambda config, inventory, reads: None)
+    # NVML's reads for the labels and the topology, started once per start of the plugins in one child that
+    # runs while the rest of the start is done (device_plugin.nvml_child.ChildRead); None: nothing to read
+    nvml_reads: Callable[[Config, Inventory], object] = field(default=lambda config, inventory: None)
 
 
 def _file_identity(path: str) -> tuple | None:
@@ -96,19 +100,23 @@ class PluginManager:
             raise InitError(e.what, e.where) from None
         except Exception as e:
             raise InitError(str(e)) from None
-        topology = self.sources.topology(self.config, inventory)   # read while the rest is done
+        reads = self.sources.nvml_reads(self.config, inventory)   # read while the rest is done
         try:
-            self.sources.labels(self.config, inventory)   # before the resources: a node they refuse is labelled
-            self.resources = replicate(build_resources(inventory, self.config.mig_strategy), self.config.sharing)
-            self.sources.refresh_spec(self.config, inventory, self.resources)
-            self.mps.ensure(self.config, inventory, self.resources)
-        except CdiError as e:
-            raise InitError(e.what, e.where) from None
-        except Exception as e:   # e.g. ctk's CliError from the spec's generation
-            raise InitError(str(e)) from None
-        if not self.resources:
-            LOG.warning("no GPUs to offer under mig-strategy=%s; waiting", self.config.mig_strategy)
-        topology = topology() if callable(topology) else topology
+            try:
+                self.sources.labels(self.config, inventory, reads)   # before the resources: a node they refuse is labelled
+                self.resources = replicate(build_resources(inventory, self.config.mig_strategy), self.config.sharing)
+                self.sources.refresh_spec(self.config, inventory, self.resources)
+                self.mps.ensure(self.config, inventory, self.resources)
+            except CdiError as e:
+                raise InitError(e.what, e.where) from None
+            except Exception as e:   # e.g. ctk's CliError from the spec's generation
+                raise InitError(str(e)) from None
+            if not self.resources:
+                LOG.warning("no GPUs to offer under mig-strategy=%s; waiting", self.config.mig_strategy)
+            topology = self.sources.topology(self.config, inventory, reads)
+        finally:
+            if reads is not None:
+                reads.cancel()   # answered by now, or not needed any more: no child outlives the start
         self._watch_health(inventory)
         self.servers = [PluginServer(r, self.config, self.health, topology.pair_score) for r in self.resources]
         for server in self.servers:

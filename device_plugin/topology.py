@@ -38,26 +38,17 @@ class Topology:
                     for a in range(gpus) for b in range(gpus) if a != b})
 
 
-def nvml_topology(driver_root: str, gpu_indices: list[int]):
-    """A function giving the links NVML reports between the GPUs; unknown (all 0) where it cannot say, or
-    fails. NVML is read in a child process (device_plugin.nvml_child), started now: a driver that hangs
-    or crashes there is one warning line, not a hung or ended plugin; the caller collects the answer
-    when it needs it, meanwhile doing the rest of its start."""
-    if len(gpu_indices) < 2:
-        return Topology
-    from device_plugin.nvml_child import ChildRead
-
+def nvml_topology(reads) -> Topology:
+    """The links NVML reports between the GPUs, as read by `reads` (device_plugin.nvml_child.ChildRead,
+    started with a `topology` reader: a child process, so a driver that hangs or crashes there is one
+    warning line, not a hung or ended plugin); unknown (all 0) where it cannot say, or fails, and with
+    no reads (fewer than 2 GPUs)."""
+    if reads is None or "topology" not in reads.order:
+        return Topology()
     try:
-        child = ChildRead("topology", driver_root, gpu_indices)
-    except OSError as e:
-        return lambda: _unknown(e)
-
-    def collect() -> Topology:
-        try:
-            return Topology(child.result())
-        except Exception as e:   # the topology only orders a preference: never a reason to stop serving
-            return _unknown(e)
-    return collect
+        return Topology(reads.result("topology"))
+    except Exception as e:   # the topology only orders a preference: never a reason to stop serving
+        return _unknown(e)
 
 
 def _unknown(error: Exception) -> Topology:

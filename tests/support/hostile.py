@@ -45,3 +45,35 @@ def hostile_nvml_host(healthy: Path, root: Path, how: str) -> Path:
     source.write_text(HOSTILE_NVML_SOURCES[how])
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
     return root
+
+
+# one NVML call broken, every other one the simulated library's: the calls gct-nvml-inventory does not make,
+# so the inventory is read and the readers after it (node-label facts, topology) meet the fault
+HOSTILE_NVML_CALLS = {
+    "attributes-hang": ("nvmlDeviceGetAttributes_v2", "for (;;) pause();"),   # a MIG device's attributes
+    "attributes-crash": ("nvmlDeviceGetAttributes_v2", "return *(volatile int *)0;"),
+    "topology-hang": ("nvmlDeviceGetTopologyCommonAncestor", "for (;;) pause();"),
+}
+REAL_NVML = "libnvidia-ml-real.so.1"
+
+
+def hostile_nvml_call_host(healthy: Path, root: Path, how: str) -> Path:
+    """A copy of the simulated host `healthy` at root whose libnvidia-ml.so.1 defines the one call of
+    HOSTILE_NVML_CALLS[how] itself and needs the simulated library, copied beside it as REAL_NVML, for every
+    other (a handle's dlsym searches the library's needed ones after it); returns root."""
+    subprocess.run(["cp", "-a", str(healthy), str(root)], check=True)
+    library = (root / NVML_LIBRARY).resolve()
+    real = library.parent / REAL_NVML
+    library.rename(real)   # it finds its host from its own folder, which stays the same
+    call, body = HOSTILE_NVML_CALLS[how]
+    work = root.parent / f"{root.name}-nvml"
+    work.mkdir()
+    # the simulated library's soname is libnvidia-ml.so.1; linked against a stub named REAL_NVML, the
+    # hostile one needs REAL_NVML, found in its own folder ($ORIGIN)
+    (work / "stub.c").write_text("")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{REAL_NVML}", "-o", str(work / REAL_NVML),
+                    str(work / "stub.c")], check=True)
+    (work / "hostile.c").write_text(f"#include <unistd.h>\nint {call}(void) {{ {body} return 0; }}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(work / "hostile.c"), "-Wl,--no-as-needed",
+                    str(work / REAL_NVML), "-Wl,-rpath,$ORIGIN"], check=True)
+    return root

@@ -1,10 +1,11 @@
 """A driver whose NVML library hangs or crashes never hangs nor silently kills the device plugin: at start
 (the inventory is read by gct-nvml-inventory in a child with a deadline) the plugin ends with one error
 line (failOnInitError true) or waits and retries (false), and SIGTERM still ends it; the topology and
-the node-label facts are read in a child of their own (device_plugin.nvml_child), whose hang or crash is
-one line; a health thread whose driver call never returns is reported in one line while the plugins
+the node-label facts and the topology are read by one child per start (device_plugin.nvml_child), whose
+hang or crash is one line,; a health thread whose driver call never returns is reported in one line while the plugins
 serve on. The libraries are tests.support.hostile's (nvmlInit that never returns, a constructor that
-never ends, nvmlInit that crashes with SIGSEGV), on copies of a simulated host."""
+never ends, nvmlInit that crashes with SIGSEGV; one call past the inventory's that hangs or crashes), on
+copies of a simulated host."""
 from __future__ import annotations
 
 import logging
@@ -24,7 +25,7 @@ from device_plugin.config import resolve
 from device_plugin.manager import PluginManager, Sources
 from device_plugin.nvml_child import read_in_child
 from device_plugin.topology import Topology
-from tests.support.hostile import HOSTILE_NVML_SOURCES, hostile_nvml_host
+from tests.support.hostile import HOSTILE_NVML_SOURCES, hostile_nvml_call_host, hostile_nvml_host
 from tests.support.simulated_host import simulate_create
 from tests.unit.device_plugin.test_plugin_grpc import _first_list
 
@@ -110,6 +111,103 @@ def test_the_topology_child_bounds_a_hang_and_survives_a_crash(healthy, tmp_path
     assert set(links) == {(0, 1), (1, 0)}
 
 
+@pytest.fixture(scope="module")
+def mig_host(tmp_path_factory) -> Path:
+    """GPU 1 in MIG mode: its MIG devices' attributes are node-label facts (nvmlDeviceGetAttributes_v2)."""
+    return simulate_create(tmp_path_factory.mktemp("dp-nvml-faults-mig") / "host", gpus=2, mig="1=3g.20gb,1g.5gb")
+
+
+class _ReadChildren:
+    """Counts the device_plugin.nvml_child `read` children started in this process (subprocess.Popen)."""
+
+    def __init__(self, monkeypatch):
+        self.started: list[subprocess.Popen] = []
+        real = subprocess.Popen
+
+        def counting(argv, *args, **kwargs):
+            process = real(argv, *args, **kwargs)
+            if any("device_plugin.nvml_child" in str(a) for a in argv) and "read" in argv:
+                self.started.append(process)
+            return process
+        monkeypatch.setattr(subprocess, "Popen", counting)
+
+
+def _started_plugin(root: Path, plugin_dir: Path, labels: Path, monkeypatch) -> PluginManager:
+    """The plugin's own sources (device_plugin.main.plugin_sources) on root, started once (not run)."""
+    from device_plugin.main import plugin_sources
+
+    machine = labels.parent / "product_name"
+    machine.write_text("test box\n")
+    given = {"nvidia_driver_root": str(root), "device_plugin_dir": str(plugin_dir), "mig_strategy": "mixed",
+             "gfd_output_file": str(labels), "gfd_no_timestamp": True, "gfd_machine_type_file": str(machine)}
+    sources = plugin_sources(given)
+    sources.events = lambda config: None   # no health child here: only the start's reads are counted
+    manager = PluginManager(sources, sources.config())
+    assert manager.start_plugins()
+    return manager
+
+
+def test_one_child_reads_the_label_facts_and_the_topology(mig_host, tmp_path, plugin_dir, kubelet, monkeypatch):
+    """A start with --gfd-output-file on 2 GPUs pays one NVML child, not two, and its answers are those
+    each reader gives in a child of its own."""
+    from cdi.nvml import load_inventory
+    from device_plugin.labels import node_labels, sharing_of
+    from device_plugin.topology import Topology
+    from tests.unit.device_plugin.test_labels import read_labels
+
+    children = _ReadChildren(monkeypatch)
+    labels = tmp_path / "gfd"
+    manager = _started_plugin(mig_host, plugin_dir, labels, monkeypatch)
+    try:
+        assert len(children.started) == 1, children.started
+        inventory = load_inventory(str(mig_host))
+        facts = read_in_child("label-facts", str(mig_host), str(tmp_path / "product_name"), inventory)
+        assert read_labels(labels) == node_labels(facts, "mixed", None, sharing_of(manager.config.sharing))
+        assert read_labels(labels)["nvidia.com/mig-1g.5gb.count"] == "1"
+        links = read_in_child("topology", str(mig_host), [0, 1])
+        assert set(links) == {(0, 1), (1, 0)}
+        expected = Topology(links)
+        for server in manager.servers:
+            assert server.service.pair_score(0, 1) == expected.pair_score(0, 1) > 0   # known: not the 0 of unknown
+        assert len(children.started) == 3   # the two reads just made here, one child each
+    finally:
+        manager.stop_plugins()
+
+
+@pytest.mark.parametrize("how, labelled, logged", [
+    ("topology-hang", True, ["WARNING GPU topology unknown, preferring no GPUs over others: NVML did not answer in 2 s "
+                             "while reading the GPU topology"]),
+    ("attributes-hang", False, ["ERROR node labels not written: NVML did not answer in 2 s while reading the node-label facts",
+                                "WARNING GPU topology unknown, preferring no GPUs over others: NVML did not answer in 2 s "
+                                "while reading the node-label facts"]),
+    ("attributes-crash", False, ["ERROR node labels not written: the NVML library crashed (SIGSEGV) while reading "
+                                 "the node-label facts",
+                                 "WARNING GPU topology unknown, preferring no GPUs over others: the NVML library crashed "
+                                 "(SIGSEGV) while reading the node-label facts"])])
+def test_a_fault_in_the_start_child_is_one_line_each_and_the_plugin_serves(mig_host, tmp_path, plugin_dir, kubelet,
+                                                                         monkeypatch, caplog, how, labelled, logged):
+    """The one child reads the label facts, then the topology, handing each over as soon as it is read: a
+    topology that hangs still gives the labels; a fault in the facts is one line for each, and the child
+    is not waited for twice (one deadline)."""
+    monkeypatch.setenv("NVIDIA_CTK_NVML_TIMEOUT", "2")
+    root = hostile_nvml_call_host(mig_host, tmp_path / "host", how)
+    children = _ReadChildren(monkeypatch)
+    caplog.set_level(logging.INFO, logger="nvidia-device-plugin")
+    labels = tmp_path / "gfd"
+    started = time.monotonic()
+    manager = _started_plugin(root, plugin_dir, labels, monkeypatch)
+    try:
+        assert time.monotonic() - started < 15 and len(children.started) == 1
+        assert labels.exists() == labelled
+        lines = [f"{r.levelname} {r.getMessage()}" for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(lines) == len(logged) and all(want in line for want, line in zip(logged, lines)), lines
+        assert {s.resource.name for s in manager.servers} == {"nvidia.com/gpu", "nvidia.com/mig-3g.20gb",
+                                                              "nvidia.com/mig-1g.5gb"}
+    finally:
+        manager.stop_plugins()
+    assert children.started[0].returncode is not None   # the child is gone (killed at the deadline) and reaped
+
+
 class _StuckSource:
     """An event source whose driver never answers a wait."""
 
@@ -133,7 +231,7 @@ def test_a_health_thread_stuck_in_the_driver_is_reported_and_serving_goes_on(plu
         return source
     config = resolve({"device_plugin_dir": str(plugin_dir)}, {})
     manager = PluginManager(Sources(config=lambda: config, inventory=lambda c: sim_hosts["plain"][1],
-                                    topology=lambda c, i: Topology(), events=events), config)
+                                    topology=lambda c, i, r: Topology(), events=events), config)
     thread = threading.Thread(target=manager.run)
     caplog.set_level(logging.INFO, logger="nvidia-device-plugin")
     thread.start()

@@ -25,7 +25,7 @@ class RunningPlugin:
     def __init__(self, plugin_dir, inventory, events=None, **settings):
         self.config = resolve({"device_plugin_dir": str(plugin_dir), **settings}, {})
         sources = Sources(config=lambda: self.config, inventory=lambda c: inventory,
-                          topology=lambda c, i: Topology(), events=lambda c: events)
+                          topology=lambda c, i, r: Topology(), events=lambda c: events)
         self.manager = PluginManager(sources, self.config)
         self.thread = threading.Thread(target=self.manager.run)
         self.plugin_dir = plugin_dir
