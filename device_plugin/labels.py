@@ -4,8 +4,9 @@ NFD feature file (`key=value` lines, NFD's `local` source reads every file in
 schedulers can pick a GPU model, a MIG profile or a driver (docs/device-plugin.md, Node labels).
 
 The facts come from NVML through the toolkit's binding: the inventory (cdi.nvml.load_inventory) and,
-read in this process as GFD reads them, each GPU's MIG capability (nvmlDeviceGetMigMode answering at all)
-and each MIG device's attributes (nvmlDeviceGetAttributes_v2). The labels are GFD's, value for value:
+read as GFD reads them (read_facts, which the plugin and `labels` run in their NVML child:
+device_plugin.nvml_child), each GPU's MIG capability (nvmlDeviceGetMigMode answering at all) and each MIG
+device's attributes (nvmlDeviceGetAttributes_v2). The labels are GFD's, value for value:
 
 - always: `nvidia.com/gfd.timestamp` (unless left out), `nvidia.com/gpu.machine` (the DMI product name,
   spaces as '-', "unknown" when it cannot be read), the driver and CUDA versions

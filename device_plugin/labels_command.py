@@ -17,7 +17,7 @@ import sys
 import threading
 
 from device_plugin.config import BY_DEST, Config, ConfigError, convert, resolve
-from device_plugin.labels import DEFAULT_OUTPUT_FILE, LabelError, node_labels, now, read_facts, remove_labels, \
+from device_plugin.labels import DEFAULT_OUTPUT_FILE, LabelError, node_labels, now, remove_labels, \
     render, sharing_of, write_labels
 
 PROG = "nvidia-device-plugin labels"
@@ -27,7 +27,8 @@ ONESHOT_ENV = "GFD_ONESHOT"
 
 
 def labels_of(config: Config, inventory=None, facts=None) -> dict[str, str]:
-    facts = facts or read_facts(config.local_driver_root, config.gfd_machine_type_file, inventory)
+    """The node's labels from facts, else from NVML read in a child (_facts_in_child)."""
+    facts = facts or _facts_in_child(config, inventory)
     return node_labels(facts, config.mig_strategy, None if config.gfd_no_timestamp else now(),
                        sharing_of(config.sharing))
 

@@ -7,7 +7,8 @@ Why: a driver whose library hangs in a call (nvmlInit, a topology call) or crash
 hang or kill the plugin. In this process a hang could only be bounded by ending the whole program
 (cdi.nvml's watchdog), and a crash would end it with no line at all. Here the child is killed at the
 deadline (NVIDIA_CTK_NVML_TIMEOUT, default 60 s, from the child's start) and either case is one NvmlError
-line naming what was being read; the plugin then serves without it (unknown topology, no labels written).
+line naming what was being read; the plugin then serves without it (unknown topology, no labels written),
+and `nvidia-device-plugin labels` ends with that line (or, long-running, says it and tries again).
 
     python -I -S -c '<sys.path of the plugin>; nvml_child.main' read DRIVER_ROOT   (child_argv; stdin:
     the pickled list of (reader, arguments))

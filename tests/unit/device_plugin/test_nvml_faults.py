@@ -2,7 +2,7 @@
 (the inventory is read by gct-nvml-inventory in a child with a deadline) the plugin ends with one error
 line (failOnInitError true) or waits and retries (false), and SIGTERM still ends it; the topology and
 the node-label facts and the topology are read by one child per start (device_plugin.nvml_child), whose
-hang or crash is one line,; a health thread whose driver call never returns is reported in one line while the plugins
+hang or crash is one line, and so is it for `nvidia-device-plugin labels`; a health thread whose driver call never returns is reported in one line while the plugins
 serve on. The libraries are tests.support.hostile's (nvmlInit that never returns, a constructor that
 never ends, nvmlInit that crashes with SIGSEGV; one call past the inventory's that hangs or crashes), on
 copies of a simulated host."""
@@ -206,6 +206,36 @@ def test_a_fault_in_the_start_child_is_one_line_each_and_the_plugin_serves(mig_h
     finally:
         manager.stop_plugins()
     assert children.started[0].returncode is not None   # the child is gone (killed at the deadline) and reaped
+
+
+@pytest.mark.parametrize("how, message", [
+    ("attributes-hang", "NVML did not answer in 1 s while reading the node-label facts (the driver hangs; "
+                        "NVIDIA_CTK_NVML_TIMEOUT sets the limit)"),
+    ("attributes-crash", "the NVML library crashed (SIGSEGV) while reading the node-label facts")])
+def test_the_labels_command_reads_nvml_in_the_child_one_line_and_status_1(mig_host, tmp_path, how, message):
+    """`nvidia-device-plugin labels` reads its facts through the plugin's child: a hang is bounded and a
+    crash is a line, not a SIGSEGV of the command; the long-running one says it retries and goes on."""
+    root = hostile_nvml_call_host(mig_host, tmp_path / "host", how)
+    out = tmp_path / "gfd"
+    started = time.monotonic()
+    done = subprocess.run([str(PROGRAM), "labels", "--oneshot", "--output", str(out), "--nvidia-driver-root",
+                           str(root)], capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 1 and time.monotonic() - started < 20, (done.returncode, done.stderr)
+    assert done.stderr == f"nvidia-device-plugin: error: {message} (driver root {root})\n"
+    assert not out.exists()
+    log = tmp_path / "labels.log"
+    with open(log, "w") as err:
+        process = subprocess.Popen([str(PROGRAM), "labels", "--output", str(out), "--nvidia-driver-root", str(root),
+                                    "--fail-on-init-error=false", "--sleep-interval", "0.5"], stderr=err, env=_env())
+        try:
+            deadline = time.monotonic() + 30
+            while log.read_text().count("retrying in 0.5 s") < 2:   # a second try: the first one did not end it
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            status = process.wait(timeout=30)
+    assert status == 0 and "Traceback" not in log.read_text() and message in log.read_text()
 
 
 class _StuckSource:
