@@ -1,7 +1,8 @@
 /* Outside values made fit for a message line, as the Python programs make them (cdi/errors.py, the
  * twin: docs/c-twins.md): repr()'s quoting and escapes, str.isprintable()'s idea of what must be
  * escaped, and the bounds of cdi.errors.bounded, to the character. Shared by nvidia-cdi-hook (every
- * line it writes) and the launcher (the names and paths in its own error lines). */
+ * line it writes) and the launcher (its own error lines: text_print_line). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,4 +246,25 @@ void text_bound(char *text)
         r = end + 1;
     }
     text[cut(text, w, MAX_TEXT)] = '\0';
+}
+
+void text_print_line(const char *program, const char *level, const char *fmt, ...)
+{
+    char *text = NULL, *line = NULL, *name = text_printable(program);
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(&text, fmt, ap) < 0)
+        text = NULL;
+    va_end(ap);
+    if (text)
+        line = text_printable(text);
+    if (line)
+        text_bound(line);
+    if (name)
+        text_bound(name);
+    fprintf(stderr, "%s: %s: %s\n", name ? name : "?", level, line ? line : "out of memory");
+    free(line);
+    free(text);
+    free(name);
 }

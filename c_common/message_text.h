@@ -20,5 +20,11 @@ char *text_shown(const char *where);
 /* text (printable already) bounded in place as cdi.errors.bounded bounds it: each number to
  * MAX_DIGITS characters, each other run without a space to MAX_WORD, the whole to MAX_TEXT */
 void text_bound(char *text);
+/* "<program>: <level>: <text>" and a newline on stderr, as cdi.errors.message_line writes a line: text
+ * formatted from fmt, then made one printable line (text_printable) and bounded (text_bound); program
+ * (a file name from outside: the launcher's own) made printable and bounded the same way. So values
+ * from the caller in fmt's arguments need no escaping of their own. */
+void text_print_line(const char *program, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

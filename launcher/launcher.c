@@ -153,10 +153,7 @@ static void drop_unsecure(char **env)
 
 static void die(const char *name, const char *what)
 {
-    const char *reason = strerror(errno);
-    char *shown = text_printable(name);   /* a file name: one printable line whatever it holds */
-
-    fprintf(stderr, "%s: error: %s (%s)\n", shown ? shown : "gct-launcher", what, reason);
+    text_print_line(name, "error", "%s (%s)", what, strerror(errno));   /* a file name: one bounded line */
     exit(127);
 }
 
@@ -421,20 +418,18 @@ int main(int argc, char **argv, char **envp)
     execve(python, args, env);
     int exec_errno = errno;
     const char *reason = strerror(exec_errno);
-    char *shown_name = text_printable(name), *shown_python = text_printable(python);   /* one printable line */
     long host_uid = exec_errno == EACCES ? host_uid_of_euid() : 0;
+    /* the interpreter's path comes from a file beside the program: one printable, bounded line */
     if (host_uid > 0) {
         /* Not the host's root, where the programs are run as another user: unprivileged LXC runs the CLI
          * as the container's root (root in its user namespace, a mapped host uid), a rootless engine as
          * the user. The fix is where the installation is, not this call: say so (README, Security model). */
-        fprintf(stderr, "%s: error: cannot execute the interpreter as host uid %ld: %s; this program runs as that "
-                "user here (an unprivileged container's root, a rootless engine): install gpu-container-toolkit "
-                "where every user can read and run it, as the packages do (not in a venv under /root) (%s)\n",
-                shown_name ? shown_name : "gct-launcher", host_uid, reason,
-                shown_python ? shown_python : "the interpreter");
+        text_print_line(name, "error", "cannot execute the interpreter as host uid %ld: %s; this program runs as "
+                        "that user here (an unprivileged container's root, a rootless engine): install "
+                        "gpu-container-toolkit where every user can read and run it, as the packages do (not in a "
+                        "venv under /root) (%s)", host_uid, reason, python);
         return 127;
     }
-    fprintf(stderr, "%s: error: cannot execute %s (%s)\n", shown_name ? shown_name : "gct-launcher",
-            shown_python ? shown_python : "the interpreter", reason);
+    text_print_line(name, "error", "cannot execute %s (%s)", python, reason);
     return 127;
 }

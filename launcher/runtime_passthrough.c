@@ -271,10 +271,8 @@ static void try_runtime_passthrough(const char *name, const char *self, int argc
     execve(runtime, args, runtime_env);
     create_roll_back();   /* a config.json edited above is put back */
     if (prints_version) { /* printed already: Python must not print it again */
-        const char *reason = strerror(errno);
-        char *shown = text_printable(runtime);   /* the configured path: one printable line whatever it holds */
-        fprintf(stderr, "%s: error: cannot execute the low-level runtime: %s (%s)\n", name, reason,
-                shown ? shown : "?");
+        /* the configured path: one printable, bounded line whatever it holds */
+        text_print_line(name, "error", "cannot execute the low-level runtime: %s (%s)", strerror(errno), runtime);
         exit(1);
     }
     free(args); /* not executable any more: Python finds out why and says so */

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
+from cdi.errors import MAX_WORD, printable
 from cdi.nvml import NVML_INVENTORY_PROGRAM
 from launcher import install_launchers
 from runtime_shim import executable
@@ -228,6 +229,20 @@ def test_unknown_program_name_is_a_clear_error(bindir, tmp_path):
     assert result.stderr.count("\n") == 1
 
 
+def test_an_over_long_unknown_name_is_one_bounded_line(bindir, tmp_path):
+    """The launcher's own file name comes from outside (any copy or link of it): its error line shows it
+    printable and bounded as the Python programs' lines are (cdi.errors.printable), byte for byte."""
+    name = "\x1b[31m" * 40 + "n" * 50   # 250 bytes; escaped, 410 characters without a space
+    copy = tmp_path / name
+    copy.write_bytes((bindir / PROBE).read_bytes())
+    copy.chmod(0o755)
+    result = subprocess.run([str(copy)], capture_output=True, text=True, env={})
+    assert result.returncode == 127
+    assert result.stderr == (f"{printable(name)}: error: this launcher does not know a program of that name "
+                             "(No such file or directory)\n")
+    assert len(printable(name)) == MAX_WORD and "..." in printable(name) and "\x1b" not in result.stderr
+
+
 def test_program_table_in_c_matches_the_installer():
     source = Path(install_launchers.LAUNCHER_SOURCE).read_text()
     table = dict(re.findall(r'\{"([^"]+)", "([^":]+):[^"]+", \w+, [^}]+\}', source))
@@ -357,6 +372,24 @@ def test_a_wheel_launcher_takes_its_interpreter_from_the_file_pip_rewrote(wheel_
     done = subprocess.run([str(wheel_bindir / "nvidia-cdi-hook"), "--version"], capture_output=True, text=True,
                           env={}, timeout=30)
     assert (done.returncode, done.stdout) == (0, "nvidia-cdi-hook (gpu-container-toolkit) 9.8.7\n")
+
+
+def test_an_over_long_interpreter_path_is_one_bounded_line(wheel_bindir):
+    """The interpreter's path comes from a file beside the program: the line that says it cannot be run
+    cuts it as the Python programs cut a long path (cdi.errors.printable), with a control character in
+    it escaped."""
+    interpreter = "/" + "d" * 3000 + "\x07/python3"
+    pointer = wheel_bindir / install_launchers.INTERPRETER_FILE
+    pointer.write_text(f"#!{interpreter}\n")
+    try:
+        done = subprocess.run([str(wheel_bindir / "nvidia-container-cli"), "--help"], capture_output=True,
+                              text=True, env={}, timeout=30)
+    finally:
+        pointer.unlink()
+    assert done.returncode == 127
+    expected = printable(f"cannot execute {interpreter} (File name too long)")
+    assert done.stderr == f"nvidia-container-cli: error: {expected}\n"
+    assert len(done.stderr) < 400 and "d...d" in expected and expected.endswith("d\\x07/python3 (File name too long)")
 
 
 def test_nvidia_ctk_sees_the_path_it_was_run_by_and_looks_beside_it(bindir, tmp_path):
