@@ -51,6 +51,9 @@ static int device_target(int rootfd, const char *path)
     return fd;
 }
 
+/* The batch child's shared mount target for files (gct_placeholder_file_shared): one inode for all. */
+static struct gct_shared_placeholder shared_target = {-1, 0, -2};
+
 static int bind_op(int rootfd, const struct gct_op *op)
 {
     struct stat st;
@@ -63,7 +66,7 @@ static int bind_op(int rootfd, const struct gct_op *op)
     else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
         target = device_target(rootfd, op->path);
     else
-        target = gct_placeholder_file(rootfd, op->path, 0644);
+        target = gct_placeholder_file_shared(rootfd, op->path, 0644, &shared_target);
     if (target < 0)
         return -1;
     rc = gct_bind_tree(rootfd, op->src_fd, target, op->attr_set, op->attr_clr);

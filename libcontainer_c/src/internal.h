@@ -17,6 +17,24 @@ int gct_openat2_in_root(int rootfd, const char *path, int oflags, unsigned long 
  * ENAMETOOLONG when a part does not fit. */
 int gct_split_path(const char *path, char *dir, size_t dirlen, char *name, size_t namelen);
 
+/* placeholder.c: mount targets of regular files made as hard links of one empty file (the first one
+ * made), so a batch of ~70 targets allocates one inode instead of ~70: a new inode costs far more than
+ * a link on a fresh rootfs (docs/runtime-shim.md, issue 25). What a container sees is the same: each
+ * target is covered by its mount; where nothing is mounted it is an empty root-owned file either way.
+ * gct_placeholder_file_shared is gct_placeholder_file (same checks, same reuse of an existing entry)
+ * but links to src's file when it can: a link it cannot make (another file system, no procfs) makes a
+ * new file, which later targets then share. src->fd is the shared file, opened when it was made, so
+ * the link never lands on what a mount put over its name. */
+struct gct_shared_placeholder {
+    int fd;             /* the shared file (O_RDONLY), -1 before the first */
+    unsigned int mode;  /* its mode: only targets of the same mode share it */
+    int proc_fd_dir;    /* /proc/self/fd, checked to be procfs; -1 none; -2 not opened yet */
+};
+void gct_shared_placeholder_init(struct gct_shared_placeholder *src);
+void gct_shared_placeholder_close(struct gct_shared_placeholder *src);
+int gct_placeholder_file_shared(int rootfd, const char *path, unsigned int mode,
+                                struct gct_shared_placeholder *src);
+
 /* propagation.c: set in a forked batch child, where the mount table is read once */
 extern int gct_propagation_cache_enabled;
 

@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -60,6 +63,106 @@ int gct_placeholder_file(int rootfd, const char *path, unsigned int mode)
     fd = openat(parent, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0 && errno == EEXIST)
         fd = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    gct_close_keep_errno(parent);
+    if (fd < 0)
+        return -1;
+    return check_kind(fd, 0);
+}
+
+/* The procfs fd directory of this process, checked to be procfs (a linkat through a look-alike
+ * could link any file it names); -1 when there is none, which only costs the shared placeholder. */
+static int proc_fd_dir(void)
+{
+    struct statfs sfs;
+    int fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    if (fstatfs(fd, &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* name in parent as a new hard link of the shared placeholder (its fd: src->fd), through the fd's
+ * magic link: src->fd stays the empty file it was made as even after a mount covers that name.
+ * Returns an O_PATH fd of the new name, checked to be that same inode; -1 with errno from linkat
+ * (EEXIST: something is there already) or with EXDEV when the result is not the placeholder. */
+static int link_shared(struct gct_shared_placeholder *src, int parent, const char *name)
+{
+    struct stat want, got;
+    char fdname[16];
+    int fd;
+
+    snprintf(fdname, sizeof(fdname), "%d", src->fd);
+    if (linkat(src->proc_fd_dir, fdname, parent, name, AT_SYMLINK_FOLLOW) < 0)
+        return -1;
+    fd = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &got) < 0 || fstat(src->fd, &want) < 0) {
+        gct_close_keep_errno(fd);
+        return -1;
+    }
+    if (got.st_dev != want.st_dev || got.st_ino != want.st_ino || !S_ISREG(got.st_mode)) {
+        close(fd);
+        unlinkat(parent, name, 0);   /* never leave a link to anything but our own placeholder */
+        errno = EXDEV;
+        return -1;
+    }
+    return fd;
+}
+
+void gct_shared_placeholder_init(struct gct_shared_placeholder *src)
+{
+    src->fd = -1;
+    src->proc_fd_dir = -2;   /* not looked for yet */
+}
+
+void gct_shared_placeholder_close(struct gct_shared_placeholder *src)
+{
+    if (src->fd >= 0)
+        close(src->fd);
+    if (src->proc_fd_dir >= 0)
+        close(src->proc_fd_dir);
+    gct_shared_placeholder_init(src);
+}
+
+int gct_placeholder_file_shared(int rootfd, const char *path, unsigned int mode,
+                                struct gct_shared_placeholder *src)
+{
+    char name[NAME_MAX + 1];
+    int parent, fd, keep;
+
+    parent = open_parent(rootfd, path, name, sizeof(name), 0755);
+    if (parent < 0)
+        return -1;
+    if (src->fd >= 0 && src->mode == mode) {
+        if (src->proc_fd_dir == -2)
+            src->proc_fd_dir = proc_fd_dir();
+        fd = src->proc_fd_dir >= 0 ? link_shared(src, parent, name) : -1;
+        if (fd >= 0 || errno == EEXIST) {
+            if (fd < 0)   /* an entry of the image's: used as gct_placeholder_file uses it */
+                fd = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            gct_close_keep_errno(parent);
+            return fd < 0 ? -1 : check_kind(fd, 0);
+        }
+        /* any other failure (another file system: EXDEV, EMLINK, EPERM, no procfs): a new file below,
+         * which becomes the placeholder later targets share */
+    }
+    fd = openat(parent, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0) {
+        keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (keep >= 0) {
+            if (src->fd >= 0)
+                close(src->fd);
+            src->fd = keep;
+            src->mode = mode;
+        }
+    } else if (errno == EEXIST) {
+        fd = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    }
     gct_close_keep_errno(parent);
     if (fd < 0)
         return -1;

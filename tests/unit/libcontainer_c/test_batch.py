@@ -85,6 +85,44 @@ def test_batch_injects_into_live_namespace(container, host_files):
     assert (rootfs / "usr/local/share/nvidia").is_dir()
 
 
+def test_file_mount_targets_share_one_inode(container, host_files):
+    """New mount targets of files are hard links of the batch's first one (an inode costs far more than
+    a link on a fresh rootfs); each still shows its own mount. A target on another file system gets
+    its own file, the image's own file is used as it is, and a link there is still refused."""
+    pid, rootfs = container
+    (rootfs / "mnt").mkdir()
+    inside(pid, "mount", "-t", "tmpfs", "tmpfs", f"{rootfs}/mnt")
+    (rootfs / "usr/lib/own.so").write_bytes(b"")
+    libs = {}
+    for name in ("a", "b", "c", "d", "e", "own"):
+        libs[name] = host_files / f"lib{name}.so"
+        libs[name].write_bytes(f"\x7fELF lib{name}".encode())
+    targets = {"a": "/usr/lib/a.so", "b": "/usr/lib/b.so", "c": "/usr/lib/sub/c.so", "d": "/mnt/d.so",
+               "e": "/usr/lib/e.so", "own": "/usr/lib/own.so"}
+    own_inode = (rootfs / "usr/lib/own.so").stat().st_ino
+    with RootfsBatch() as batch:
+        for name, target in targets.items():
+            batch.bind(str(libs[name]), target, LIBRARY)
+        batch.run(rootfs=rootfs, pid=pid)
+    for name, target in targets.items():
+        assert inside(pid, "cat", f"{rootfs}{target}") == f"\x7fELF lib{name}"
+    # the host's view has the targets without the mounts
+    st = {name: os.stat(f"{rootfs}{targets[name]}") for name in ("a", "b", "c", "e", "own")}
+    assert st["a"].st_ino == st["b"].st_ino == st["c"].st_ino and st["a"].st_nlink == 3
+    assert st["a"].st_size == 0 and st["a"].st_mode & 0o7777 == 0o644 and st["a"].st_uid == 0
+    assert st["e"].st_ino != st["a"].st_ino       # after the tmpfs target: a file of its own
+    assert st["own"].st_ino == own_inode and st["own"].st_nlink == 1
+
+    os.symlink("/etc/hostname", rootfs / "usr/lib/evil.so")
+    with RootfsBatch() as batch:
+        batch.bind(str(libs["a"]), "/usr/lib/f.so", LIBRARY)
+        batch.bind(str(libs["b"]), "/usr/lib/evil.so", LIBRARY)
+        with pytest.raises(BatchError) as info:
+            batch.run(rootfs=rootfs, pid=pid)
+    assert (info.value.errno, info.value.filename) == (errno.ELOOP, "/usr/lib/evil.so")
+    assert os.readlink(rootfs / "usr/lib/evil.so") == "/etc/hostname"
+
+
 def test_failure_rolls_back_and_names_the_operation(container, host_files):
     pid, rootfs = container
     (rootfs / "etc").write_text("a file where a directory is needed")
