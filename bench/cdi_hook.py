@@ -9,8 +9,10 @@ namespace (`unshare -m sleep`, started and ended outside the timing; the params 
 the hook is timed alone, its state on stdin; the floor is `true` in the same place. The rows are taken
 round-robin (bench.harness.time_rounds: each row once per round, the starting row rotated each round,
 after an untimed round). Each row runs twice: on a fresh copy of the rootfs (made and written out before
-the run, not timed: a new container) and on a rootfs reused from run to run (a restarted container,
-where the links, the ld.so.conf.d drop-in and the cache are already right)."""
+the run, not timed: a new container; in a new bundle dir each run, all removed at the end, as
+bench.fresh_host does and for its reason: freed inodes make new ones dear on a file system without a
+journal) and on a rootfs reused from run to run (a restarted container, where the links, the
+ld.so.conf.d drop-in and the cache are already right)."""
 from __future__ import annotations
 
 import json
@@ -85,9 +87,15 @@ def run(runs: int) -> str:
 
 def _hook_once(argv: list[str], bundle: Path, image: Path | None) -> float:
     """Seconds of one run of argv as the createRuntime hook of a container of bundle: its state names a
-    process in a new private mount namespace. image: the rootfs is a fresh copy of it first."""
+    process in a new private mount namespace. image: the run gets a new bundle dir beside bundle with a
+    fresh copy of it (left there until the bench's temporary dir goes)."""
     if image is not None:
-        fresh_copy(image, bundle / "rootfs")
+        runs = len(list(bundle.parent.glob(bundle.name + ".run-*")))
+        fresh = bundle.with_name(f"{bundle.name}.run-{runs}")
+        fresh.mkdir()
+        shutil.copyfile(bundle / "config.json", fresh / "config.json")
+        fresh_copy(image, fresh / "rootfs")
+        bundle = fresh
     holder = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "600"],
                               stdin=subprocess.DEVNULL)
     try:

@@ -27,8 +27,13 @@ back to the row's bundle): the container starts on a rootfs nothing has run on y
 run`, `podman run` and pod does. A new directory each run and not the row's own one rewritten: where the
 file system placed a bundle's copy made every run of that bundle up to ~30% slower or faster for a
 whole bench run (five rows on one config.json, each on its own reused bundle dir, spread 70-106 ms
-median on a quiet machine; on a new dir each run they agreed within 10%). Without "rootfs" the bundle's
-rootfs is reused, as a restarted container's is.
+median on a quiet machine; on a new dir each run they agreed within 10%). The run dirs are removed
+when the worker ends, not after each run: on a file system without a journal (the ext4 of the VMs these
+figures come from) the kernel does not reuse an inode freed less than 60 s ago (300 s while its inode
+table block is dirty) and skips those one by one for every new inode (ext4's recently_deleted()), so
+removing each run's copy (~300 inodes) made every file, link and mount target made by the next runs
+cost a scan past thousands of freed inodes: the GPU rows, which make ~70 of them, paid it most.
+Without "rootfs" the bundle's rootfs is reused, as a restarted container's is.
 """
 from __future__ import annotations
 
@@ -166,6 +171,7 @@ def serve(scratch: Path, config_text: str, state_root: Path) -> int:
         return 1
     print(json.dumps({"ready": True}), flush=True)
     restore_cache: dict[str, bytes] = {}
+    finished: list[Path] = []
     for line in sys.stdin:
         request = json.loads(line)
         bundle = Path(request["bundle"])
@@ -175,18 +181,21 @@ def serve(scratch: Path, config_text: str, state_root: Path) -> int:
                     restore_cache[request["config"]] = Path(request["config"]).read_bytes()
                 (bundle / "config.json").write_bytes(restore_cache[request["config"]])
             if request.get("rootfs"):
-                answer = {"seconds": _on_new_bundle(request, bundle, state_root)}
+                answer = {"seconds": _on_new_bundle(request, bundle, state_root, finished)}
             else:
                 answer = {"seconds": lifecycle(request["runtime"], bundle, state_root, request["env"])}
         except (OSError, RuntimeError) as exc:
             answer = {"error": str(exc)}
         print(json.dumps(answer), flush=True)
+    for run in finished:
+        shutil.rmtree(run, ignore_errors=True)
     return 0
 
 
-def _on_new_bundle(request: dict, bundle: Path, state_root: Path) -> float:
+def _on_new_bundle(request: dict, bundle: Path, state_root: Path, finished: list[Path]) -> float:
     """One lifecycle in a new bundle dir beside bundle: its config.json and a new copy of the request's
-    rootfs (not timed); the config.json the run left is copied back to bundle, and the dir removed."""
+    rootfs (not timed); the config.json the run left is copied back to bundle, and the dir is added to
+    finished, removed when the worker ends (see the module docstring: not between runs)."""
     from bench.harness import lifecycle
 
     global _runs
@@ -198,8 +207,10 @@ def _on_new_bundle(request: dict, bundle: Path, state_root: Path) -> float:
         fresh_copy(Path(request["rootfs"]), run / "rootfs")
         seconds = lifecycle(request["runtime"], run, state_root, request["env"])
         shutil.copyfile(run / "config.json", bundle / "config.json")
-    finally:
+    except BaseException:
         shutil.rmtree(run)
+        raise
+    finished.append(run)
     return seconds
 
 
