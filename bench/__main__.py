@@ -17,6 +17,7 @@ BENCHMARKS = {
     "ctr": "bench.ctr_lifecycle",
     "lxc": "bench.lxc_lifecycle",
     "device-plugin": "bench.device_plugin",
+    "driver-dir": "bench.driver_dir",
 }
 
 
