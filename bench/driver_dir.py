@@ -12,7 +12,8 @@ GPU 0 of a simulated host (nvidia-container-runtime.cdi, run once, untimed):
     makes today (the libraries' and binaries' paths stay what they are, as links);
   - dir + soname links: the dir, and links only at the names the hook links today (the sonames and
     dev names) and the binaries' usual paths: no file at a library's full versioned name;
-  - dir, ld cache only: the dir, no link anywhere, the hook's ld cache naming DRIVER_DIR/lib64.
+  - dir, ld cache only: the dir, no link anywhere, the hook's ld cache naming DRIVER_DIR/lib64;
+  - the same with the dir at /usr/local/nvidia, where CUDA images' PATH and LD_LIBRARY_PATH look.
 
 The prepared dir is made before the run, in the bench's scratch dir: hard links to the driver root's
 files (copies where they are on another file system), with the sonames' links inside it, as a host
@@ -21,10 +22,12 @@ but leaves the container one mount per file (submounts of the rbind), so the ben
 
 Every row runs on a fresh rootfs (a new bundle dir and a new copy of the image each run, untimed:
 bench.fresh_host) and on a reused one, round-robin; paired ratios are to the `files` row (what is done
-today). Before timing, each variant runs once on each of two images with a script that prints what
+today). Before timing, each variant runs once on each of three images with a script that prints what
 the container sees: its number of mounts, where a glibc program's dlopen("libnvidia-ml.so.1") found
-the library and whether nvmlInit worked (nvml-probe, built here; the glibc image only), and where
-nvidia-smi is found and whether it runs.
+the library and whether nvmlInit worked and where dlopen("libcuda.so.1") found that one (nvml-probe,
+built here; not in the busybox image), and where nvidia-smi is found and whether it runs. The third
+image is the glibc one as a CUDA image with forward-compat libraries: a newer libcuda in
+/usr/local/cuda/compat, and the PATH and LD_LIBRARY_PATH CUDA images set (which name /usr/local/nvidia).
 """
 from __future__ import annotations
 
@@ -42,30 +45,47 @@ from bench.harness import load_line, report, time_rounds, wait_until_settled
 from simulator.native_build import compiler
 from tests.e2e.rootfs import make_rootfs
 
+# where the variants mount the driver dir: a path no image has and no image's environment names
+DRIVER_DIR = "/usr/local/nvidia-driver"
 # CUDA images set LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64 and put /usr/local/nvidia/bin
-# on PATH (nvidia-docker 1's driver volume); none of them has that dir
-DRIVER_DIR = "/usr/local/nvidia"
+# on PATH (nvidia-docker 1's driver volume; none of them has that dir): mounted there, the driver is
+# found without links or ld cache, but LD_LIBRARY_PATH then puts its libcuda before the image's
+# forward-compat one (one more variant shows it)
+CUDA_IMAGE_DIR = "/usr/local/nvidia"
+CUDA_IMAGE_ENV = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                  "/sbin:/bin", "LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64"]
+# the cuda image's forward-compat libcuda: for a driver newer than any host's (the hook's
+# enable-cuda-compat then puts /usr/local/cuda/compat first in the ld cache)
+COMPAT_LIBCUDA = "usr/local/cuda/compat/libcuda.so.999.1.1"
 BIN_DIR = "/usr/bin"
 FIRMWARE_PREFIX = "/lib/firmware/nvidia/"
 CHECK = ("echo mounts $(wc -l < /proc/self/mountinfo); "
          "echo nvml $(if command -v nvml-probe >/dev/null; then nvml-probe 2>&1; else echo no-glibc-probe; fi); "
+         "echo libcuda $(if command -v nvml-probe >/dev/null; then nvml-probe libcuda.so.1 2>&1; else echo -; fi); "
          "echo nvidia-smi $(command -v nvidia-smi || echo not-in-PATH); "
          "echo runs $(nvidia-smi -L >/dev/null 2>&1 && echo yes || "
-         f"({DRIVER_DIR}/bin/nvidia-smi -L >/dev/null 2>&1 && echo only-as-{DRIVER_DIR}/bin/nvidia-smi || echo no))")
+         "(for d in /usr/local/nvidia-driver/bin /usr/local/nvidia/bin; do $d/nvidia-smi -L >/dev/null 2>&1 && "
+         "echo only-as-$d/nvidia-smi && break; done || echo no))")
 # a glibc program that loads libnvidia-ml.so.1 by its soname as NVML's clients do, and says from where
+# (with an argument: loads that soname and says from where)
 PROBE_SOURCE = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
-int main(void)
+int main(int argc, char **argv)
 {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    const char *name = argc > 1 ? argv[1] : "libnvidia-ml.so.1";
+    void *lib = dlopen(name, RTLD_NOW);
     struct link_map *map = NULL;
     unsigned int gpus = 0;
     if (!lib || dlinfo(lib, RTLD_DI_LINKMAP, &map) != 0) {
-        printf("libnvidia-ml.so.1-not-found\n");
+        printf("%s-not-found\n", name);
         return 1;
+    }
+    if (argc > 1) {     /* another library: only where it was found */
+        printf("%s\n", map->l_name);
+        return 0;
     }
     int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
     int (*count)(unsigned int *) = (int (*)(unsigned int *))dlsym(lib, "nvmlDeviceGetCount_v2");
@@ -126,11 +146,16 @@ def prepare_driver_dir(edits: dict, out: Path) -> None:
 
 def variants(plain: dict, edits: dict, driver_dir: Path) -> dict[str, dict]:
     """The configs timed, by row label (see the module docstring)."""
+    at_cuda_dir = _variants(plain, edits, driver_dir, CUDA_IMAGE_DIR)["dir, ld cache only"]
+    return {**_variants(plain, edits, driver_dir, DRIVER_DIR), f"dir at {CUDA_IMAGE_DIR}, ld cache only": at_cuda_dir}
+
+
+def _variants(plain: dict, edits: dict, driver_dir: Path, at: str) -> dict[str, dict]:
     entry, links, rest, folders = hook_parts(edits)
     file_mounts = [m for m in edits["mounts"]
                    if "bind" in m.get("options", []) and driver_file_place(m["destination"], folders)]
     others = [m for m in edits["mounts"] if m not in file_mounts]
-    dir_mount = {"destination": DRIVER_DIR, "source": str(driver_dir),
+    dir_mount = {"destination": at, "source": str(driver_dir),
                  "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"]}
 
     def edited(mounts: list[dict], args: list[str]) -> dict:
@@ -143,15 +168,15 @@ def variants(plain: dict, edits: dict, driver_dir: Path) -> dict[str, dict]:
     for mount in no_rprivate["mounts"]:
         if "options" in mount and "bind" in mount["options"]:
             mount["options"] = [o for o in mount["options"] if o != "rprivate"]
-    into_dir = {m["destination"]: f"{DRIVER_DIR}/{driver_file_place(m['destination'], folders)}" for m in file_mounts}
+    into_dir = {m["destination"]: f"{at}/{driver_file_place(m['destination'], folders)}" for m in file_mounts}
     every_link = [f"{into_dir[d]}::{d}" for d in into_dir] + [f"{t}::{l}" for t, l in links]
     soname_links = [f"{into_dir[d]}::{d}" for d in into_dir if d.startswith(BIN_DIR + "/")]
     for _, link in links:
         folder = next(f for f in folders if link.startswith(f + "/"))
-        soname_links.append(f"{DRIVER_DIR}/lib64/{link[len(folder) + 1:]}::{link}")
+        soname_links.append(f"{at}/lib64/{link[len(folder) + 1:]}::{link}")
     dir_rest = []
     for i, arg in enumerate(rest):
-        dir_rest.append(f"{DRIVER_DIR}/lib64" if i and rest[i - 1] == "--folder" else arg)
+        dir_rest.append(f"{at}/lib64" if i and rest[i - 1] == "--folder" else arg)
 
     def link_args(specs: list[str]) -> list[str]:
         return [entry["args"][0], "create-symlinks"] + [a for spec in specs for a in ("--link", spec)] + rest
@@ -164,14 +189,28 @@ def variants(plain: dict, edits: dict, driver_dir: Path) -> dict[str, dict]:
             "dir, ld cache only": edited(others + [dir_mount], [entry["args"][0], *dir_rest])}
 
 
-def seen(config: dict, image: Path, scratch: Path) -> str:
-    """What a container of config on a fresh copy of image sees (CHECK's output on one line)."""
+def cuda_like_image(glibc_image: Path, driver_root: Path, out: Path) -> Path:
+    """A copy of glibc_image with a CUDA image's compat folder: the simulated libcuda (its soname is
+    libcuda.so.1) as COMPAT_LIBCUDA. Run with CUDA_IMAGE_ENV."""
+    shutil.copytree(glibc_image, out, symlinks=True)
+    compat = out / COMPAT_LIBCUDA
+    compat.parent.mkdir(parents=True)
+    (library,) = driver_root.glob("usr/lib/x86_64-linux-gnu/libcuda.so.*.*")
+    shutil.copyfile(library, compat)
+    return out
+
+
+def seen(config: dict, image: Path, scratch: Path, env: list[str] = ()) -> str:
+    """What a container of config (env added to its process's) on a fresh copy of image sees (CHECK's
+    output on one line)."""
     bundle = scratch / "seen"
     bundle.mkdir()
     try:
         fresh_copy(image, bundle / "rootfs")
         config = json.loads(json.dumps(config))
         config["process"]["args"] = ["sh", "-c", CHECK]
+        names = {e.split("=", 1)[0] for e in env}
+        config["process"]["env"] = [e for e in config["process"]["env"] if e.split("=", 1)[0] not in names] + list(env)
         (bundle / "config.json").write_text(json.dumps(config))
         done = subprocess.run(["runc", "--root", str(scratch / "seen-state"), "run", "--bundle", str(bundle),
                                "bench-driver-dir-seen"], capture_output=True, text=True, env=runtime_env(),
@@ -214,8 +253,10 @@ def run(runs: int) -> str:
             driver_dir = workdir / "driver-dir"
             prepare_driver_dir(edits, driver_dir)
             configs = variants(plain, edits, driver_dir)
-            lines = [f"{label}, {name}: {seen(config, rootfs, workdir)}" for label, config in configs.items()
-                     for name, rootfs in (("glibc", image), ("busybox", busybox))]
+            images = (("glibc", image, []), ("busybox", busybox, []),
+                      ("cuda-like", cuda_like_image(image, driver_root, workdir / "image-cuda"), CUDA_IMAGE_ENV))
+            lines = [f"{label}, {name}: {seen(config, rootfs, workdir, env)}" for label, config in configs.items()
+                     for name, rootfs, env in images]
             rows = []
             for fresh in (True, False):
                 for n, (label, config) in enumerate(configs.items()):
@@ -233,7 +274,8 @@ def run(runs: int) -> str:
     half = len(timed) // 2
     return "\n".join(
         ["== what a container sees (one run of each, fresh rootfs; glibc: busybox with glibc, ldconfig and "
-          "nvml-probe; busybox: static busybox alone)", *lines,
+          "nvml-probe; busybox: static busybox alone; cuda-like: glibc with a newer compat libcuda in "
+          "/usr/local/cuda/compat and a CUDA image's PATH and LD_LIBRARY_PATH)", *lines,
          report("runc alone on each variant, fresh rootfs (a new bundle dir and image copy each run, untimed); "
                 "paired: the median of each round's ratio to the round's `files` row", timed[:half], timed[1],
                 with_paired=True),
