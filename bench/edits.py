@@ -7,7 +7,8 @@ config.json") is taken apart, each variant one row, all run by runc alone (no sh
   - + devices: with the edits' device nodes (and their device cgroup rules);
   - + mounts: with the edits' bind mounts (their targets are made in the rootfs);
   - + mounts + hook links: and the nvidia-cdi-hook entry with create-symlinks only;
-  - + mounts + hook without ldconfig: the whole entry but update-ldcache;
+  - + mounts + hook without ldconfig: the whole entry but update-ldcache (and enable-cuda-compat, which
+    needs it);
   - + mounts + whole hook: the entry as the spec has it;
   - all edits: the config.json the shim wrote.
 Every row is taken on a fresh rootfs (bench.fresh_host: a new bundle dir and a new copy of the image
@@ -29,6 +30,8 @@ from bench.harness import load_line, report, time_rounds
 from tests.e2e.host_setup import ensure_hugetlb_on_v1
 from tests.e2e.rootfs import make_rootfs
 
+# update-ldcache and what the hook ignores without it (with a warning on every run)
+NEEDS_LDCONFIG = {"update-ldcache", "enable-cuda-compat"}
 LABELS = ["plain config.json", "+ devices", "+ mounts", "+ mounts + hook links", "+ mounts + hook without ldconfig",
           "+ mounts + whole hook", "all edits"]
 
@@ -57,7 +60,7 @@ def variants(plain: dict, edited: dict) -> list[dict]:
         return config
 
     return [plain, devices, mounts(), _with_hook(mounts(), entry, {"create-symlinks"}),
-            _with_hook(mounts(), entry, subcommands - {"update-ldcache"}), _with_hook(mounts(), entry, None), edited]
+            _with_hook(mounts(), entry, subcommands - NEEDS_LDCONFIG), _with_hook(mounts(), entry, None), edited]
 
 
 def run(runs: int) -> str:

@@ -31,7 +31,7 @@ def test_each_variant_adds_one_part_of_the_edits():
     assert hooks[0] is None
     args = [h["createRuntime"][0]["args"] for h in hooks[1:]]
     assert args[0] == HOOK["args"][:4]
-    assert args[1] == HOOK["args"][:6] + HOOK["args"][9:]
+    assert args[1] == HOOK["args"][:4] + HOOK["args"][9:]   # no update-ldcache, no enable-cuda-compat
     assert args[2] == HOOK["args"]
     assert all(h["createRuntime"][0]["env"] == HOOK["env"] for h in hooks[1:])
     assert HOOK["args"][1] == "create-symlinks"  # the input was not changed
