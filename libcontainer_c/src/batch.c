@@ -74,6 +74,97 @@ static int bind_op(int rootfd, const struct gct_op *op)
     return rc < 0 ? -1 : op->src_fd;
 }
 
+/* Links of a batch with the same text share one inode: a link is a hard link of the first one made
+ * with that text (the i386 and x86_64 library folders hold ~20 pairs), as new inodes cost far more
+ * than links on a fresh rootfs (docs/runtime-shim.md, issue 25). A symlink's text is read relative to
+ * the folder it is reached through, so each name behaves as a link of its own would. Only links this
+ * batch made are shared (never one of the image's), each checked after the link to be that very inode;
+ * whatever cannot be shared is left to gct_symlink, which makes or replaces the link as always. */
+#define MADE_LINKS_MAX 256
+static struct made_link {
+    const char *text;
+    int dirfd;
+    char name[NAME_MAX + 1];
+    dev_t dev;
+    ino_t ino;
+} made_links[MADE_LINKS_MAX];
+static int n_made_links;
+
+static struct made_link *made_link_with_text(const char *text)
+{
+    int i;
+
+    for (i = 0; i < n_made_links; i++)
+        if (strcmp(made_links[i].text, text) == 0)
+            return &made_links[i];
+    return NULL;
+}
+
+/* Keeps parent (the link's folder) open to link from later; closes it when the link is not kept. */
+static void remember_link(const char *text, int parent, const char *name)
+{
+    struct made_link *m = &made_links[n_made_links];
+    struct stat st;
+
+    if (n_made_links >= MADE_LINKS_MAX || fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0
+        || !S_ISLNK(st.st_mode)) {
+        close(parent);
+        return;
+    }
+    m->text = text;
+    m->dirfd = parent;
+    strcpy(m->name, name);   /* gct_split_path bounded it by NAME_MAX */
+    m->dev = st.st_dev;
+    m->ino = st.st_ino;
+    n_made_links++;
+}
+
+/* 0 when name in parent is now a hard link of m's link; -1 when not (nothing is left there). */
+static int link_made_link(struct made_link *m, int parent, const char *name)
+{
+    struct stat st;
+
+    if (linkat(m->dirfd, m->name, parent, name, 0) < 0)
+        return -1;
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode) && st.st_dev == m->dev
+        && st.st_ino == m->ino)
+        return 0;
+    unlinkat(parent, name, 0);   /* m's name no longer holds its link: never keep what it holds now */
+    m->text = "";                /* and share it no more (a link's text is never empty) */
+    errno = ESTALE;
+    return -1;
+}
+
+static int symlink_op(int rootfd, const struct gct_op *op)
+{
+    char dir[PATH_MAX], name[NAME_MAX + 1];
+    struct made_link *same;
+    int parent;
+
+    if (op->target == NULL || op->target[0] == '\0'
+        || gct_split_path(op->path, dir, sizeof(dir), name, sizeof(name)) < 0)
+        return gct_symlink(rootfd, op->target, op->path);   /* its errors, as always */
+    parent = gct_mkdir_p(rootfd, dir, 0755);
+    if (parent < 0)
+        return -1;
+    same = made_link_with_text(op->target);
+    if (same != NULL) {
+        if (link_made_link(same, parent, name) == 0) {
+            close(parent);
+            return 0;
+        }
+        /* something there already (EEXIST), another file system (EXDEV), too many links...: */
+        close(parent);
+        return gct_symlink(rootfd, op->target, op->path);
+    }
+    if (symlinkat(op->target, parent, name) < 0) {
+        gct_close_keep_errno(parent);
+        return errno == EEXIST ? gct_symlink(rootfd, op->target, op->path) : -1;
+    }
+    remember_link(op->target, parent, name);
+    return 0;
+}
+
 static int tmpfs_op(int rootfd, const struct gct_op *op)
 {
     int target, mntfd;
@@ -139,7 +230,7 @@ static int run_op(int rootfd, const struct gct_op *op)
     case GCT_OP_DIR:
         return close_result(gct_placeholder_dir(rootfd, op->path, op->mode)) < 0 ? -1 : GCT_NO_MOUNT;
     case GCT_OP_SYMLINK:
-        return gct_symlink(rootfd, op->target, op->path) < 0 ? -1 : GCT_NO_MOUNT;
+        return symlink_op(rootfd, op) < 0 ? -1 : GCT_NO_MOUNT;
     case GCT_OP_WRITE_FILE:
         return gct_write_new_file(rootfd, op->path, op->data, op->data_len, op->mode) < 0 ? -1 : GCT_NO_MOUNT;
     case GCT_OP_REMOUNT:

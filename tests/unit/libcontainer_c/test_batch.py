@@ -123,6 +123,44 @@ def test_file_mount_targets_share_one_inode(container, host_files):
     assert os.readlink(rootfs / "usr/lib/evil.so") == "/etc/hostname"
 
 
+def test_links_with_the_same_text_share_one_inode(container):
+    """A link whose text an earlier link of the batch has is a hard link of that one (read relative to
+    its own folder all the same); the image's links and entries are never shared or linked to."""
+    pid, rootfs = container
+    (rootfs / "usr/lib32").mkdir()
+    (rootfs / "mnt").mkdir()
+    inside(pid, "mount", "-t", "tmpfs", "tmpfs", f"{rootfs}/mnt")
+    for folder in ("usr/lib", "usr/lib32"):
+        (rootfs / folder / "libfoo.so.1.2").write_text(folder)
+    os.symlink("libfoo.so.1.2", rootfs / "usr/lib/image.so")          # the image's, same text
+    (rootfs / "usr/lib32/libfoo.so").write_text("the image's own file")
+    with RootfsBatch() as batch:
+        batch.symlink("libfoo.so.1.2", "/usr/lib/libfoo.so.1")
+        batch.symlink("libfoo.so.1.2", "/usr/lib32/libfoo.so.1")
+        batch.symlink("libfoo.so.1.2", "/usr/lib32/gbm/libfoo.so.1")   # in a new folder
+        batch.symlink("libfoo.so.1.2", "/usr/lib/image.so")            # already right: left alone
+        batch.symlink("libfoo.so.1", "/usr/lib/libfoo.so")
+        batch.symlink("libfoo.so.1.2", "/mnt/libfoo.so.1")             # another file system
+        batch.run(rootfs=rootfs, pid=pid)
+    st = {p: os.lstat(rootfs / p) for p in ("usr/lib/libfoo.so.1", "usr/lib32/libfoo.so.1",
+                                            "usr/lib32/gbm/libfoo.so.1", "usr/lib/image.so", "usr/lib/libfoo.so")}
+    assert st["usr/lib/libfoo.so.1"].st_ino == st["usr/lib32/libfoo.so.1"].st_ino == \
+        st["usr/lib32/gbm/libfoo.so.1"].st_ino
+    assert st["usr/lib/libfoo.so.1"].st_nlink == 3 and st["usr/lib/image.so"].st_nlink == 1
+    assert st["usr/lib/libfoo.so"].st_ino != st["usr/lib/libfoo.so.1"].st_ino
+    assert (rootfs / "usr/lib/libfoo.so").read_text() == "usr/lib"
+    assert (rootfs / "usr/lib32/libfoo.so.1").read_text() == "usr/lib32"
+    assert inside(pid, "readlink", f"{rootfs}/mnt/libfoo.so.1").strip() == "libfoo.so.1.2"
+
+    with RootfsBatch() as batch:
+        batch.symlink("libfoo.so.1.2", "/usr/lib/libfoo.so.9")
+        batch.symlink("libfoo.so.1.2", "/usr/lib32/libfoo.so")           # the image's file is kept
+        with pytest.raises(BatchError) as info:
+            batch.run(rootfs=rootfs, pid=pid)
+    assert (info.value.errno, info.value.filename) == (errno.EEXIST, "/usr/lib32/libfoo.so")
+    assert (rootfs / "usr/lib32/libfoo.so").read_text() == "the image's own file"
+
+
 def test_failure_rolls_back_and_names_the_operation(container, host_files):
     pid, rootfs = container
     (rootfs / "etc").write_text("a file where a directory is needed")
