@@ -25,8 +25,9 @@ def simulate() -> None:
 @click.option("--cuda-version", default=_DEFAULTS["cuda"], show_default=True,
               help="Highest CUDA version the driver supports (MAJOR.MINOR).")
 @click.option("--mig", "mig", multiple=True, metavar="GPU=PROFILE[,PROFILE...]",
-              help="Enable MIG on GPU (an index) with these GPU instance profiles, e.g. 1=3g.20gb,1g.5gb. "
-                   "Repeat for more GPUs; at most 7 MIG devices per GPU.")
+              help="Enable MIG on GPU (an index) with these GPU instance profiles, e.g. 1=3g.20gb,1g.5gb, "
+                   "each with one compute instance spanning it; <C>c.<profile> (1c.3g.20gb) gives it one of "
+                   "C compute slices instead. Repeat for more GPUs; at most 7 MIG devices per GPU.")
 @click.option("--imex-channels", type=int, default=0, show_default=True, metavar="N",
               help="Create IMEX channel nodes channel0..N-1 (nvidia-caps-imex-channels).")
 @click.option("--pcie", "pcie", multiple=True, metavar="LEVEL=GPUS",

@@ -45,6 +45,19 @@ class SimMig:
     placement_size: int
     gi_cap_minor: int
     ci_cap_minor: int
+    ci_slices: int = 0      # compute slices of its one compute instance; 0: all of the GPU instance's
+
+    @property
+    def compute_slices(self) -> int:
+        return self.ci_slices or self.profile.slices
+
+    @property
+    def name(self) -> str:
+        """The MIG device's profile as NVML names it: "3g.20gb", or "1c.3g.20gb" for a compute instance
+        smaller than its GPU instance."""
+        if self.compute_slices == self.profile.slices:
+            return self.profile.name
+        return f"{self.compute_slices}c.{self.profile.name}"
 
 
 @dataclass(frozen=True)
@@ -89,8 +102,8 @@ class SimHost:
                 "index": g.index, "minor": g.minor, "uuid": g.uuid, "name": g.model.name,
                 "pci_bus_id": g.bus_id, "mig_enabled": g.mig_enabled,
                 "mig_devices": [{
-                    "index": m.index, "uuid": m.uuid, "profile": m.profile.name, "profile_id": m.profile.id,
-                    "gi": m.gi, "ci": m.ci, "gi_cap_minor": m.gi_cap_minor, "ci_cap_minor": m.ci_cap_minor,
+                    "index": m.index, "uuid": m.uuid, "profile": m.name, "profile_id": m.profile.id,
+                    "ci_slices": m.compute_slices, "gi": m.gi, "ci": m.ci, "gi_cap_minor": m.gi_cap_minor, "ci_cap_minor": m.ci_cap_minor,
                     "placement": {"start": m.placement_start, "size": m.placement_size},
                 } for m in g.migs],
             })
@@ -120,9 +133,29 @@ def gi_id_for_placement(model: GpuModel, start: int, size: int) -> int:
     return ids + start // size
 
 
-def parse_mig_options(options: list[str], gpu_count: int, model: GpuModel) -> dict[int, tuple[str, list[MigProfile]]]:
-    """`--mig GPU=PROFILE[,PROFILE...]` options -> (the option, its profiles) per GPU index, validated."""
-    result: dict[int, tuple[str, list[MigProfile]]] = {}
+# the compute instance profiles' sizes (NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE ..._7_SLICE, as the simulated
+# library numbers them: csrc/nvml_mig.c)
+CI_SLICES = (1, 2, 3, 4, 7)
+
+
+def compute_slices_of(token: str, profile: MigProfile, where: str) -> int:
+    """The compute slices `<C>c.` before a GPU instance profile asks for (its own slices when none): one
+    compute instance of C slices in a GPU instance of the profile, as `nvidia-smi mig -cci` makes one."""
+    match = re.fullmatch(r"(\d+)c\.", token)
+    slices = int(match.group(1)) if match else 0
+    if slices not in CI_SLICES or slices > profile.slices or (profile.slices == 4 and slices == 3):
+        sizes = [c for c in CI_SLICES if c <= profile.slices and not (profile.slices == 4 and c == 3)]
+        raise SimulatorError(f"no compute instance of {token}{profile.name} (a {profile.name} GPU instance "
+                             f"takes {', '.join(f'{c}c' for c in sizes)})", where)
+    return slices
+
+
+def parse_mig_options(options: list[str], gpu_count: int, model: GpuModel
+                      ) -> dict[int, tuple[str, list[tuple[MigProfile, int]]]]:
+    """`--mig GPU=PROFILE[,PROFILE...]` options -> (the option, its (GPU instance profile, compute slices))
+    per GPU index, validated. A PROFILE is a GPU instance profile (its name or id), with one compute
+    instance spanning it, or `<C>c.<name>` for one compute instance of C slices in it (`1c.3g.20gb`)."""
+    result: dict[int, tuple[str, list[tuple[MigProfile, int]]]] = {}
     for option in options:
         where = f"--mig {option}"
         gpu_text, sep, profiles_text = option.partition("=")
@@ -140,11 +173,14 @@ def parse_mig_options(options: list[str], gpu_count: int, model: GpuModel) -> di
             raise SimulatorError(f"{len(names)} MIG devices asked, at most {MAX_MIG_DEVICES} per GPU", where)
         profiles = []
         for name in names:
-            profile = model.profile(name)
+            ci_token, gi_name = re.fullmatch(r"(\d+c\.)?(.*)", name).groups()
+            profile = model.profile(gi_name)
             if profile is None:
                 known = ", ".join(p.name for p in model.mig_profiles)
-                raise SimulatorError(f"unknown MIG profile {name!r} for {model.name} (known: {known})", where)
-            profiles.append(profile)
+                raise SimulatorError(f"unknown MIG profile {name!r} for {model.name} (known: {known}; "
+                                     "<C>c.<profile> for a smaller compute instance)", where)
+            slices = compute_slices_of(ci_token, profile, where) if ci_token else profile.slices
+            profiles.append((profile, slices))
         result[gpu] = (where, profiles)
     return result
 
@@ -206,13 +242,15 @@ def build_host_spec(root_key: str, gpus: int = DEFAULT_GPUS, model_name: str = D
         minor = index
         migs = []
         if index in mig:
-            where, profiles = mig[index]
-            for mig_index, (profile, start) in enumerate(place_mig_devices(model, profiles, where)):
+            where, asked = mig[index]
+            placed = place_mig_devices(model, [profile for profile, _ in asked], where)
+            for mig_index, ((profile, start), (_, slices)) in enumerate(zip(placed, asked)):
                 gi = gi_id_for_placement(model, start, profile.size)
                 migs.append(SimMig(
                     index=mig_index, uuid=f"MIG-{uuid.uuid5(namespace, f'gpu{index}/gi{gi}/ci0')}",
                     profile=profile, gi=gi, ci=0, placement_start=start, placement_size=profile.size,
-                    gi_cap_minor=gi_cap_minor(minor, gi), ci_cap_minor=ci_cap_minor(minor, gi, 0)))
+                    gi_cap_minor=gi_cap_minor(minor, gi), ci_cap_minor=ci_cap_minor(minor, gi, 0),
+                    ci_slices=0 if slices == profile.slices else slices))
         result.append(SimGpu(index=index, minor=minor, uuid=f"GPU-{uuid.uuid5(namespace, f'gpu{index}')}",
                              model=model, pci_bus=_PCI_BUSES[index], mig_enabled=index in mig,
                              migs=tuple(migs)))

@@ -34,7 +34,7 @@ def _gpu_tables(host: SimHost, gpu: SimGpu) -> list[str]:
         for m in gpu.migs:
             profile_pos = model.mig_profiles.index(m.profile)
             lines.append(f"    {{{_c_string(m.uuid)}, {m.gi}, {m.ci}, {profile_pos}, {m.placement_start}, "
-                         f"{m.placement_size}, {m.gi_cap_minor}, {m.ci_cap_minor}}},")
+                         f"{m.placement_size}, {m.gi_cap_minor}, {m.ci_cap_minor}, {m.compute_slices}}},")
         lines.append("};")
     if gpu.model.nvlinks:
         remotes = ", ".join(str(r) for r in _topology(host).nvlink_remotes[gpu.index])

@@ -36,9 +36,11 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t handle, char *name, u
 {
     DEVICE_OR_FAIL(dev, handle);
     char value[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
-    if (dev->mig)
-        snprintf(value, sizeof(value), "%s MIG %s", dev->gpu->name,
-                 dev->gpu->profiles[dev->mig->gi_profile].name);
+    const struct sim_gi_profile *profile = dev->mig ? &dev->gpu->profiles[dev->mig->gi_profile] : NULL;
+    if (profile && dev->mig->ci_slices != profile->slices)   /* a smaller compute instance: "1c.3g.20gb" */
+        snprintf(value, sizeof(value), "%s MIG %uc.%s", dev->gpu->name, dev->mig->ci_slices, profile->name);
+    else if (profile)
+        snprintf(value, sizeof(value), "%s MIG %s", dev->gpu->name, profile->name);
     else
         snprintf(value, sizeof(value), "%s", dev->gpu->name);
     return sim_copy_string(name, length, value);

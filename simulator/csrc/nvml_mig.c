@@ -1,8 +1,9 @@
 /* The simulated libnvidia-ml.so.1: MIG mode, MIG device handles, GPU and compute instances.
  *
- * Every simulated MIG device is one GPU instance with one compute instance spanning all of it (what
- * `nvidia-smi mig -cgi <profiles> -C` creates). Compute instance profile indices and ids coincide,
- * as on real A100/H100 drivers: 0..4 for 1, 2, 3, 4 and 7 slices. */
+ * Every simulated MIG device is one GPU instance with one compute instance: spanning all of it (what
+ * `nvidia-smi mig -cgi <profiles> -C` creates), or of fewer slices (`-cci 0` in a 3g GPU instance: a
+ * 1c.3g.20gb device). Compute instance profile indices and ids coincide, as on real A100/H100
+ * drivers: 0..4 for 1, 2, 3, 4 and 7 slices. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ static const struct sim_gi_profile *gi_profile_of(const struct nvmlDevice_st *mi
     return &mig_dev->gpu->profiles[mig_dev->mig->gi_profile];
 }
 
-static unsigned int full_ci_profile(unsigned int slices)
+static unsigned int ci_profile_of(unsigned int slices)
 {
     for (unsigned int i = 0; i < CI_PROFILES; i++)
         if (ci_profile_slices[i] == slices)
@@ -137,14 +138,16 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t handle, nvml
     if (!dev->mig)
         return NVML_ERROR_NOT_SUPPORTED;
     const struct sim_gi_profile *p = gi_profile_of(dev);
-    attrs->multiprocessorCount = p->multiprocessors;
+    /* the compute instance's share of the multiprocessors (as its profile info says); the memory and the
+     * engines are the GPU instance's, shared by its compute instances */
+    attrs->multiprocessorCount = p->multiprocessors * dev->mig->ci_slices / p->slices;
     attrs->sharedCopyEngineCount = p->copy_engines;
     attrs->sharedDecoderCount = p->decoders;
     attrs->sharedEncoderCount = p->encoders;
     attrs->sharedJpegCount = p->jpegs;
     attrs->sharedOfaCount = p->ofas;
     attrs->gpuInstanceSliceCount = p->slices;
-    attrs->computeInstanceSliceCount = p->slices;
+    attrs->computeInstanceSliceCount = dev->mig->ci_slices;
     attrs->memorySizeMB = p->memory_mb;
     return NVML_SUCCESS;
 }
@@ -382,7 +385,7 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t
     if (!gi || !compute_instances || !count)
         return NVML_ERROR_INVALID_ARGUMENT;
     *count = 0;
-    if (profile_id == full_ci_profile(gi_profile_of(gi->mig_device)->slices))
+    if (profile_id == ci_profile_of(gi->mig_device->mig->ci_slices))
         compute_instances[(*count)++] = gi->ci;
     return NVML_SUCCESS;
 }
@@ -395,11 +398,11 @@ NVMLSIM_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t 
     if (!ci || !info)
         return NVML_ERROR_INVALID_ARGUMENT;
     const struct nvmlDevice_st *mig = ci->gi->mig_device;
-    unsigned int slices = gi_profile_of(mig)->slices;
+    unsigned int slices = mig->mig->ci_slices;
     info->device = mig->parent;
     info->gpuInstance = ci->gi;
     info->id = mig->mig->ci_id;
-    info->profileId = full_ci_profile(slices);
+    info->profileId = ci_profile_of(slices);
     info->placement.start = 0;
     info->placement.size = slices;
     return NVML_SUCCESS;

@@ -18,13 +18,14 @@ struct sim_gi_profile {
     unsigned long long memory_mb;
 };
 
-/* One MIG device: a GPU instance with one compute instance spanning it. */
+/* One MIG device: a GPU instance with one compute instance, spanning it or smaller (ci_slices). */
 struct sim_mig {
     const char *uuid;            /* "MIG-..." */
     unsigned int gi_id, ci_id;
     unsigned int gi_profile;     /* index into the parent's profile table */
     unsigned int placement_start, placement_size;
     unsigned int gi_cap_minor, ci_cap_minor;
+    unsigned int ci_slices;      /* the compute instance's slices: the GPU instance's, or fewer (1c.3g.20gb) */
 };
 
 struct sim_gpu {

@@ -180,6 +180,44 @@ def test_mig_devices_instances_and_profiles(a100):
                                                  "15": "MIG 1g.10gb"}
 
 
+def test_a_compute_instance_smaller_than_its_gpu_instance(tmp_path_factory):
+    """A 1c.3g.20gb device (`--mig 1=1c.3g.20gb`) as NVML reports one: its name, its compute instance's
+    profile (1 slice) and placement, the attributes (its share of the multiprocessors, the GPU
+    instance's slices and memory); the toolkit's inventory names its profile 1c.3g.20gb."""
+    root = build(tmp_path_factory, "small-ci", mig_options=["1=1c.3g.20gb,3g.20gb"])
+    out = run_nvml(root, """
+        n.nvmlInit()
+        gpu = n.nvmlDeviceGetHandleByIndex(1)
+        out["migs"] = []
+        for k in range(2):
+            m = n.nvmlDeviceGetMigDeviceHandleByIndex(gpu, k)
+            gi = n.nvmlDeviceGetGpuInstanceById(gpu, n.nvmlDeviceGetGpuInstanceId(m))
+            ci = n.nvmlGpuInstanceGetComputeInstanceById(gi, n.nvmlDeviceGetComputeInstanceId(m))
+            cinfo = n.nvmlComputeInstanceGetInfo(ci)
+            cp = n.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, cinfo.profileId, 0)
+            listed, count = (n.c_nvmlComputeInstance_t * 7)(), ctypes.c_uint(0)
+            n.nvmlGpuInstanceGetComputeInstances(gi, cinfo.profileId, listed, ctypes.byref(count))
+            a = n.nvmlDeviceGetAttributes_v2(m)
+            out["migs"].append({
+                "name": s(n.nvmlDeviceGetName(m)), "ci_profile": [cinfo.profileId, cp.sliceCount, s(cp.name)],
+                "ci_placement": [cinfo.placement.start, cinfo.placement.size], "listed": count.value,
+                "attrs": [a.multiprocessorCount, a.gpuInstanceSliceCount, a.computeInstanceSliceCount,
+                          a.memorySizeMB]})
+        n.nvmlShutdown()
+    """)
+    small, whole = out["migs"]
+    assert small == {"name": "NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb", "ci_profile": [0, 1, "MIG 1c.3g.20gb"],
+                     "ci_placement": [0, 1], "listed": 1, "attrs": [14, 3, 1, 19968]}
+    assert whole == {"name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "ci_profile": [2, 3, "MIG 3g.20gb"],
+                     "ci_placement": [0, 3], "listed": 1, "attrs": [42, 3, 3, 19968]}
+    done = subprocess.run([sys.executable, "-c", "import sys; from cdi.nvml import load_inventory; "
+                           "print([m.profile for m in load_inventory(sys.argv[1]).gpus[1].mig_devices])", root],
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "['1c.3g.20gb', '3g.20gb']", done.stderr
+    smi = subprocess.run([os.path.join(root, "usr/bin/nvidia-smi"), "-L"], capture_output=True, text=True)
+    assert "MIG 1c.3g.20gb  Device  0:" in smi.stdout and "MIG 3g.20gb     Device  1:" in smi.stdout, smi.stdout
+
+
 def test_errors_for_bad_handles_indices_versions_and_states(a100):
     out = run_nvml(a100, """
         n._LoadNvmlLibrary()

@@ -3,10 +3,11 @@ tests/support/kube/nvidia_plugin_build.py), one after the other on one real kube
 host with the same config: the kubelet must offer the same resources with the same device ids (its
 pod-resources GetAllocatableResources). Cases: MIG strategy none (a host with one GPU in MIG mode: a
 whole GPU to both), single (every GPU in MIG mode with one profile), mixed (MIG devices of two profiles
-beside a whole GPU, one with the media engines: `1g.5gb+me`), time-slicing with replicas, with
-renameByDefault, and of MIG devices; and single on a mixed host, refused by both. The one deliberate
-difference (a `+me` MIG device's resource: NVIDIA's v0.18.0 matches profiles unanchored) is applied to
-NVIDIA's offer before comparing (with_the_me_fix).
+beside a whole GPU, one with the media engines: `1g.5gb+me`), mixed with a compute instance smaller than
+its GPU instance (`1c.3g.20gb`), time-slicing with replicas, with renameByDefault, and of MIG devices;
+and single on a mixed host, refused by both. The deliberate differences (the resource of a `+me` MIG
+device and of a `1c.3g.20gb` one: NVIDIA's v0.18.0 matches profiles unanchored) are applied to NVIDIA's
+offer before comparing (with_the_me_fix).
 
 NVIDIA's plugin runs under `nvidia-ctk simulate exec HOST` (the simulated /dev, /proc/driver and
 /sys/bus/pci) with --nvidia-driver-root HOST, so go-nvml dlopens the simulated host's libnvidia-ml.so.1;
@@ -44,6 +45,8 @@ HOSTS = {
     "one-mig": dict(gpus=2, mig_options=("1=1g.5gb,1g.5gb",)),
     "uniform-mig": dict(gpus=2, mig_options=("0=3g.20gb,3g.20gb", "1=3g.20gb,3g.20gb")),
     "mixed-mig": dict(gpus=2, mig_options=("1=3g.20gb,1g.5gb,1g.5gb+me",)),
+    # a compute instance of 1 slice in a 3g GPU instance (1c.3g.20gb) beside a whole one
+    "small-ci-mig": dict(gpus=2, mig_options=("1=1c.3g.20gb,3g.20gb",)),
 }
 
 TIME_SLICING = "version: v1\nsharing:\n  timeSlicing:\n{}    resources:\n{}"
@@ -54,6 +57,7 @@ CASES = {
     "mig-none": ("one-mig", "version: v1\nflags:\n  migStrategy: none\n"),
     "mig-single": ("uniform-mig", "version: v1\nflags:\n  migStrategy: single\n"),
     "mig-mixed": ("mixed-mig", "version: v1\nflags:\n  migStrategy: mixed\n"),
+    "mig-mixed-small-ci": ("small-ci-mig", "version: v1\nflags:\n  migStrategy: mixed\n"),
     "time-slicing": ("plain", TIME_SLICING.format("", "    - {name: nvidia.com/gpu, replicas: 3}\n")),
     "time-slicing-renamed": ("plain", TIME_SLICING.format("    renameByDefault: true\n",
                                                           "    - {name: nvidia.com/gpu, replicas: 2}\n")),
@@ -147,18 +151,20 @@ def test_the_kubelet_offers_what_nvidias_plugin_gives_it(node, hosts, case, tmp_
 
 
 def with_the_me_fix(offered: dict[str, list[str]], host: Path) -> dict[str, list[str]]:
-    """NVIDIA's offer as its fixed MIG matching gives it, the one deliberate difference
-    (docs/device-plugin.md, "MIG profiles with attributes"): v0.18.0 matches a resource's profile as an
-    unanchored regular expression, so a 1g.5gb+me device is counted (and time-sliced) in
-    nvidia.com/mig-1g.5gb; ours offers it once as nvidia.com/mig-1g.5gb.me (no case here shares that one)."""
-    attributed = {m.uuid: f"nvidia.com/mig-{m.profile.replace('+', '.')}"
-                  for gpu in inventory_from_marker(host).gpus for m in gpu.mig_devices if "+" in m.profile}
+    """NVIDIA's offer with each MIG device under its own profile's resource, the deliberate differences
+    (docs/device-plugin.md, "MIG profiles with attributes" and "A compute instance smaller than its GPU
+    instance"): v0.18.0 matches a resource's profile as an unanchored regular expression, so a 1g.5gb+me
+    device is counted (and time-sliced) in nvidia.com/mig-1g.5gb, and a 1c.3g.20gb device (for which it
+    makes no resource of its own) in nvidia.com/mig-3g.20gb; ours offers them as nvidia.com/mig-1g.5gb.me
+    and nvidia.com/mig-1c.3g.20gb (no case here shares those)."""
+    own = {m.uuid: f"nvidia.com/mig-{m.profile.replace('+', '.')}"
+           for gpu in inventory_from_marker(host).gpus for m in gpu.mig_devices}
     fixed: dict[str, set[str]] = {}
     for resource, ids in offered.items():
         for device in ids:
             uuid = device.split("::")[0]
-            if resource.startswith("nvidia.com/mig-") and uuid in attributed:
-                fixed.setdefault(attributed[uuid], set()).add(uuid)
+            if resource.startswith("nvidia.com/mig-") and uuid in own and own[uuid] != resource:
+                fixed.setdefault(own[uuid], set()).add(uuid)
             else:
                 fixed.setdefault(resource, set()).add(device)
     return {resource: sorted(ids) for resource, ids in fixed.items()}

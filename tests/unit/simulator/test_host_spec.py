@@ -88,6 +88,11 @@ def test_profiles_by_id_and_other_models():
     ({"mig_options": ["0=4g.20gb,4g.20gb"]}, "--mig 0=4g.20gb,4g.20gb", "at most one instance"),
     ({"mig_options": ["0=1g.5gb+me,1g.5gb+me"]}, None, "at most one instance"),
     ({"model_name": "Tesla T4", "mig_options": ["0=1g.5gb"]}, "--mig 0=1g.5gb", "does not support MIG"),
+    ({"mig_options": ["0=4c.3g.20gb"]}, "--mig 0=4c.3g.20gb",
+     "no compute instance of 4c.3g.20gb (a 3g.20gb GPU instance takes 1c, 2c, 3c)"),
+    ({"mig_options": ["0=3c.4g.20gb"]}, None, "(a 4g.20gb GPU instance takes 1c, 2c, 4c)"),
+    ({"mig_options": ["0=0c.1g.5gb"]}, None, "no compute instance of 0c.1g.5gb"),
+    ({"mig_options": ["0=1c.5g.25gb"]}, None, "unknown MIG profile '1c.5g.25gb'"),
 ])
 def test_bad_options_are_one_clear_error(kwargs, where, what):
     with pytest.raises(SimulatorError) as err:
@@ -133,3 +138,16 @@ def test_bad_topology_options_name_the_option(options, message):
     with pytest.raises(SimulatorError) as e:
         build_host_spec("/x", gpus=4, **options)
     assert str(e.value) == message
+
+
+def test_a_compute_instance_smaller_than_its_gpu_instance():
+    """`<C>c.<profile>`: one compute instance of C slices in a GPU instance of the profile, named as NVML
+    names such a MIG device; `<slices>c.<profile>` is the ordinary one."""
+    host = build_host_spec("/x", mig_options=["1=1c.3g.20gb,2c.3g.20gb", "0=1c.1g.5gb,3c.3g.20gb"])
+    small, two = host.gpus[1].migs
+    assert (small.name, small.profile.name, small.compute_slices) == ("1c.3g.20gb", "3g.20gb", 1)
+    assert (two.name, two.compute_slices) == ("2c.3g.20gb", 2)
+    assert (small.gi, small.ci, small.placement_start, small.placement_size) == (1, 0, 0, 4)   # the GI's placement
+    assert [m.name for m in host.gpus[0].migs] == ["1g.5gb", "3g.20gb"]   # C = its slices: the ordinary one
+    data = host.to_json()["gpus"][1]["mig_devices"]
+    assert [(m["profile"], m["profile_id"], m["ci_slices"]) for m in data] == [("1c.3g.20gb", 9, 1), ("2c.3g.20gb", 9, 2)]
