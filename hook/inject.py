@@ -24,7 +24,9 @@ Applying it, in order:
 3. the device cgroup: v1 `devices.allow` of the container's cgroup, or on cgroup v2 a device program
    that replaces the runtime's and holds its rules plus ours.
 A failure in 2 or 3 unmounts everything step 1 mounted (a second batch in the same namespace) before
-the error is raised. Links and empty mount targets stay: harmless entries in the container's rootfs.
+the error is raised. Links and empty mount targets stay: harmless entries in the container's rootfs
+(the batch makes its new file targets hard links of one empty file, and links of the same text hard
+links of one link: docs/libcontainer_c.md).
 """
 from __future__ import annotations
 
