@@ -250,13 +250,19 @@ void text_bound(char *text)
 
 void text_print_line(const char *program, const char *level, const char *fmt, ...)
 {
-    char *text = NULL, *line = NULL, *name = text_printable(program);
     va_list ap;
 
     va_start(ap, fmt);
+    text_vprint_line(program, level, fmt, ap);
+    va_end(ap);
+}
+
+void text_vprint_line(const char *program, const char *level, const char *fmt, va_list ap)
+{
+    char *text = NULL, *line = NULL, *name = text_printable(program);
+
     if (vasprintf(&text, fmt, ap) < 0)
         text = NULL;
-    va_end(ap);
     if (text)
         line = text_printable(text);
     if (line)

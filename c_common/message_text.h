@@ -2,6 +2,8 @@
 #ifndef GCT_MESSAGE_TEXT_H
 #define GCT_MESSAGE_TEXT_H
 
+#include <stdarg.h>
+
 /* text quoted as Python's repr() quotes a str ('a b', "it's", '\n' escaped), for values in
  * messages; malloc'd (NULL: out of memory) */
 char *text_repr(const char *text);
@@ -26,5 +28,8 @@ void text_bound(char *text);
  * from the caller in fmt's arguments need no escaping of their own. */
 void text_print_line(const char *program, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* text_print_line with the arguments in a va_list (for programs' own printf-like wrappers) */
+void text_vprint_line(const char *program, const char *level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif

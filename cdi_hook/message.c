@@ -53,19 +53,9 @@ void hook_print_error(const struct hook_error *err)
 
 void hook_warn(const char *fmt, ...)
 {
-    char *text, *line = NULL;
     va_list ap;
 
     va_start(ap, fmt);
-    if (vasprintf(&text, fmt, ap) < 0)
-        text = NULL;
+    text_vprint_line(HOOK_PROG, "warning", fmt, ap);
     va_end(ap);
-    if (text)
-        line = text_printable(text);
-    if (line)
-        text_bound(line);
-    fprintf(stderr, HOOK_PROG ": warning: %s\n", line ? line : "out of memory");
-    free(line);
-    free(text);
 }
-
