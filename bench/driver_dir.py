@@ -202,24 +202,21 @@ def cuda_like_image(glibc_image: Path, driver_root: Path, out: Path) -> Path:
 
 def seen(config: dict, image: Path, scratch: Path, env: list[str] = ()) -> str:
     """What a container of config (env added to its process's) on a fresh copy of image sees (CHECK's
-    output on one line)."""
-    bundle = scratch / "seen"
-    bundle.mkdir()
-    try:
-        fresh_copy(image, bundle / "rootfs")
-        config = json.loads(json.dumps(config))
-        config["process"]["args"] = ["sh", "-c", CHECK]
-        names = {e.split("=", 1)[0] for e in env}
-        config["process"]["env"] = [e for e in config["process"]["env"] if e.split("=", 1)[0] not in names] + list(env)
-        (bundle / "config.json").write_text(json.dumps(config))
-        done = subprocess.run(["runc", "--root", str(scratch / "seen-state"), "run", "--bundle", str(bundle),
-                               "bench-driver-dir-seen"], capture_output=True, text=True, env=runtime_env(),
-                              stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
-            raise RuntimeError(f"runc run failed ({done.returncode}): {done.stderr.strip()}")
-        return ", ".join(done.stdout.split("\n")).strip(", ")
-    finally:
-        shutil.rmtree(bundle)
+    output on one line). The bundle is left in scratch, removed with it at the end of the run: inodes
+    freed now would slow every inode the timed runs make (bench.fresh_host's docstring)."""
+    bundle = Path(tempfile.mkdtemp(prefix="seen-", dir=scratch))
+    fresh_copy(image, bundle / "rootfs")
+    config = json.loads(json.dumps(config))
+    config["process"]["args"] = ["sh", "-c", CHECK]
+    names = {e.split("=", 1)[0] for e in env}
+    config["process"]["env"] = [e for e in config["process"]["env"] if e.split("=", 1)[0] not in names] + list(env)
+    (bundle / "config.json").write_text(json.dumps(config))
+    done = subprocess.run(["runc", "--root", str(scratch / "seen-state"), "run", "--bundle", str(bundle),
+                           "bench-driver-dir-seen"], capture_output=True, text=True, env=runtime_env(),
+                          stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise RuntimeError(f"runc run failed ({done.returncode}): {done.stderr.strip()}")
+    return ", ".join(done.stdout.split("\n")).strip(", ")
 
 
 def add_probe(image: Path, scratch: Path) -> None:
