@@ -100,14 +100,35 @@ static struct made_link *made_link_with_text(const char *text)
     return NULL;
 }
 
-/* Keeps parent (the link's folder) open to link from later; closes it when the link is not kept. */
+/* 1 when fd (O_PATH of a symlink) is a link whose text is text byte for byte, with *st its stat. */
+static int is_link_with_text(int fd, const char *text, struct stat *st)
+{
+    char got[PATH_MAX];
+    size_t len = strlen(text);
+    ssize_t n;
+
+    if (fstat(fd, st) < 0 || !S_ISLNK(st->st_mode))
+        return 0;
+    n = readlinkat(fd, "", got, sizeof(got));
+    return n >= 0 && (size_t)n == len && memcmp(got, text, len) == 0;
+}
+
+/* Keeps parent (the link's folder) open to link from later; closes it when the link is not kept.
+ * The inode remembered is the one at name now, read through one fd: a link that holds the text we
+ * made it with (a symlink's text never changes, so every later hard link checked to be this inode
+ * has it too). A process in the container may have put its own link there since our symlinkat:
+ * that one is never shared, or its text would show in folders the process may not write to. */
 static void remember_link(const char *text, int parent, const char *name)
 {
     struct made_link *m = &made_links[n_made_links];
     struct stat st;
+    int fd, ours;
 
-    if (n_made_links >= MADE_LINKS_MAX || fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0
-        || !S_ISLNK(st.st_mode)) {
+    fd = n_made_links < MADE_LINKS_MAX ? openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+    ours = fd >= 0 && is_link_with_text(fd, text, &st);
+    if (fd >= 0)
+        close(fd);
+    if (!ours) {
         close(parent);
         return;
     }

@@ -221,3 +221,169 @@ def test_mount_never_propagates_to_the_host_through_a_shared_volume(tmp_path):
     assert host_sees == []
     # the placeholder itself was made (an empty file in the volume), nothing was mounted over it
     assert listing in ([], [f"{unique}.so"])
+
+
+# --- Racing the batch's shared inodes (the file mount targets and links made as hard links) ---------
+#
+# A process in the container may change the rootfs between any two system calls of the batch child.
+# To make a race land deterministically, the batch runs in a subprocess with an LD_PRELOAD shim around
+# openat/linkat/symlinkat: on the first call of the given kind for the given name (before or after the
+# real call) it runs a shell script, the racer, in the child's mount namespace. The racer gets $ROOT;
+# $PPID in the script is the batch child itself.
+
+RACE_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fired;
+
+static void race(const char *call, const char *when, const char *name)
+{
+    const char *on = getenv("GCT_RACE_ON"), *at = getenv("GCT_RACE_NAME"), *w = getenv("GCT_RACE_WHEN");
+    const char *script = getenv("GCT_RACE_SCRIPT");
+    const char *base = strrchr(name, '/');
+    int saved = errno;
+
+    base = base ? base + 1 : name;
+    if (fired || !on || !at || !w || !script || strcmp(on, call) || strcmp(w, when) || strcmp(base, at))
+        return;
+    fired = 1;
+    unsetenv("LD_PRELOAD");
+    if (system(script) != 0)
+        abort();   /* a racer that did not do its part: the test would prove nothing */
+    errno = saved;
+}
+
+int symlinkat(const char *target, int dirfd, const char *name)
+{
+    int (*real)(const char *, int, const char *) = dlsym(RTLD_NEXT, "symlinkat");
+    int rc;
+
+    race("symlinkat", "before", name);
+    rc = real(target, dirfd, name);
+    if (rc == 0)
+        race("symlinkat", "after", name);
+    return rc;
+}
+
+int linkat(int olddirfd, const char *oldname, int newdirfd, const char *newname, int flags)
+{
+    int (*real)(int, const char *, int, const char *, int) = dlsym(RTLD_NEXT, "linkat");
+    int rc;
+
+    race("linkat", "before", newname);
+    rc = real(olddirfd, oldname, newdirfd, newname, flags);
+    if (rc == 0)
+        race("linkat", "after", newname);
+    return rc;
+}
+
+int openat(int dirfd, const char *name, int flags, ...)
+{
+    int (*real)(int, const char *, int, ...) = dlsym(RTLD_NEXT, "openat");
+    unsigned int mode = 0;
+    va_list ap;
+    int fd;
+
+    if (flags & (O_CREAT | __O_TMPFILE)) {
+        va_start(ap, flags);
+        mode = va_arg(ap, unsigned int);
+        va_end(ap);
+    }
+    fd = real(dirfd, name, flags, mode);
+    if (fd >= 0 && (flags & O_CREAT))
+        race("openat", "after", name);
+    return fd;
+}
+"""
+
+RACE_RUNNER = r"""
+import json, sys
+from libcontainer_c.batch import BatchError, RootfsBatch
+from libcontainer_c.rootfs import LIBRARY
+spec = json.loads(sys.argv[1])
+with RootfsBatch() as batch:
+    for kind, a, b in spec["ops"]:
+        if kind == "bind":
+            batch.bind(a, b, LIBRARY)
+        else:
+            batch.symlink(a, b)
+    try:
+        batch.run(rootfs=spec["rootfs"], pid=spec["pid"])
+        print(json.dumps(None))
+    except BatchError as err:
+        print(json.dumps([err.errno, err.filename]))
+"""
+
+
+@pytest.fixture(scope="module")
+def race_shim(tmp_path_factory):
+    import subprocess
+
+    work = tmp_path_factory.mktemp("race-shim")
+    (work / "shim.c").write_text(RACE_SHIM)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(work / "shim.so"), str(work / "shim.c"), "-ldl"],
+                   check=True)
+    return work / "shim.so"
+
+
+def run_raced_batch(shim, rootfs, pid, ops, on, name, when, script):
+    """Run ops (("bind", host source, path) or ("symlink", text, path)) in a batch whose child meets
+    the racer `script` at the first `on` call (openat/linkat/symlinkat) for `name`, `when` (before/after)
+    the real call. Returns None or (errno, path) of the batch's error; fails if the racer never ran."""
+    import json
+    import subprocess
+    import sys
+
+    fired = rootfs.parent / "racer-ran"
+    env = dict(os.environ, LD_PRELOAD=str(shim), PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               GCT_RACE_ON=on, GCT_RACE_NAME=name, GCT_RACE_WHEN=when, ROOT=str(rootfs),
+               GCT_RACE_SCRIPT=f"set -e\n{script}\ntouch {fired}\n")
+    out = subprocess.run([sys.executable, "-c", RACE_RUNNER,
+                          json.dumps({"ops": ops, "rootfs": str(rootfs), "pid": pid})],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert fired.exists(), "the racer never ran: the test is not racing anything"
+    fired.unlink()
+    result = json.loads(out)
+    return None if result is None else tuple(result)
+
+
+@pytest.fixture
+def racy_container(tmp_path):
+    """(pid, rootfs, libs) of a stand-in container; libs: host library files by name."""
+    rootfs = tmp_path / "rootfs"
+    for folder in ("usr/lib", "usr/lib32", "etc"):
+        (rootfs / folder).mkdir(parents=True)
+    libs = {}
+    for name in ("a", "b", "c"):
+        libs[name] = tmp_path / f"lib{name}.so"
+        libs[name].write_bytes(f"\x7fELF lib{name}".encode())
+    with process_in_mount_ns() as pid:
+        yield pid, rootfs, libs
+
+
+def seen_inside(pid, path) -> str:
+    import subprocess
+
+    return subprocess.run(["nsenter", "-t", str(pid), "-m", "cat", str(path)], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_racer_swapping_the_first_link_never_gives_its_text_to_the_others(racy_container, race_shim):
+    """The racer puts its own link (another text) at the first link's name right after we made it: the
+    links of the same text in other folders must still have our text, not be hard links of the racer's."""
+    pid, rootfs, _ = racy_container
+    script = 'ln -s /etc/racer "$ROOT/usr/lib/.r" && mv -T "$ROOT/usr/lib/.r" "$ROOT/usr/lib/libfoo.so.1"'
+    ops = [("symlink", "libfoo.so.1.2", "/usr/lib/libfoo.so.1"),
+           ("symlink", "libfoo.so.1.2", "/usr/lib32/libfoo.so.1"),
+           ("symlink", "libfoo.so.1.2", "/usr/lib32/other/libfoo.so.1")]
+    assert run_raced_batch(race_shim, rootfs, pid, ops, "symlinkat", "libfoo.so.1", "after", script) is None
+    assert os.readlink(rootfs / "usr/lib/libfoo.so.1") == "/etc/racer"   # its own folder: the racer won there
+    for other in ("usr/lib32/libfoo.so.1", "usr/lib32/other/libfoo.so.1"):
+        assert os.readlink(rootfs / other) == "libfoo.so.1.2", other
+        assert os.lstat(rootfs / other).st_ino != os.lstat(rootfs / "usr/lib/libfoo.so.1").st_ino
