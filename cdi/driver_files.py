@@ -25,7 +25,6 @@ import stat
 from cdi.driver_root import DriverRoot, DriverRootError, SymlinkLoopError
 from cdi.elf import EM_386, EM_AARCH64, EM_X86_64, ElfError, read_elf_library
 from cdi.errors import CdiError
-from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
 from cdi.log import get_logger
 from cdi.record import Record
 
@@ -282,6 +281,9 @@ class _Search:
                         yield kind, abi, cap, posixpath.join(resolved, name), None, is_extra
 
     def _ld_cache(self):
+        # only when the driver's files are searched (not on a cdi.driver_files_cache hit): ~0.2-0.7 ms
+        from cdi.ldcache import MAX_CACHE_SIZE, LdCacheError, parse_ld_cache
+
         path = self._resolve(self.ld_cache)
         if path is None:
             log.debug("no %s in %s: scanning library directories", self.ld_cache, self.root.path)

@@ -211,3 +211,22 @@ def test_a_foreign_cache_directory_is_not_used(root, tmp_path):
     os.chmod(cache, 0o777)   # other-writable: anyone could plant files there
     locate_driver_files_kept(str(cache), root, V, CAPS)
     assert os.listdir(cache) == []
+
+
+def test_a_kept_answer_imports_no_ld_cache_parser(root, cache):
+    """Speed (issue 25): cdi.ldcache is only for a search; a start that uses the kept files (every
+    prestart hook run but the first) does not import it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    code = ("import sys\n"
+            f"sys.path[:0] = [{str(repo)!r}]\n"
+            "from cdi import config_cache; config_cache.RECENT_NS = 0   # the root was written just now\n"
+            "from cdi.driver_files_cache import locate_driver_files_kept\n"
+            f"locate_driver_files_kept({cache!r}, {root!r}, {V!r}, {sorted(CAPS)!r})\n"
+            "print('cdi.ldcache' in sys.modules)\n")
+    runs = [subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True)
+            for _ in range(2)]
+    assert [(r.returncode, r.stdout, r.stderr) for r in runs] == [(0, "True\n", ""), (0, "False\n", "")]
