@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import cdi.driver_files as driver_files
+import cdi.ldcache as ldcache
 from cdi.driver_files import (BINARY, COMMON, FIRMWARE, IPC_SOCKET, LIBRARY, LIBRARY32, MPS_DIR,
                               DriverFilesError, Symlink, locate_driver_files)
 
@@ -137,8 +137,8 @@ def test_without_a_cache_the_library_directories_are_scanned(tmp_path):
 
 def test_the_cache_is_parsed_once_for_all_capabilities(root, monkeypatch):
     calls = []
-    real = driver_files.parse_ld_cache
-    monkeypatch.setattr(driver_files, "parse_ld_cache",
+    real = ldcache.parse_ld_cache   # imported by the search when it reads the cache
+    monkeypatch.setattr(ldcache, "parse_ld_cache",
                         lambda *a: calls.append(a[1]) or real(*a))
     locate(root, "all")
     assert calls == [f"{root}/etc/ld.so.cache"]

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-import cdi.driver_files as driver_files
+import cdi.ldcache as ldcache
 from cdi.driver_files import LIBRARY, locate_driver_files
 
 from .helpers import X86_64_LIBC6, build_library, make_socket, run_ldconfig, write_ld_cache
@@ -177,8 +177,8 @@ def test_cache_file_linked_out_is_never_read(root, outside, link, monkeypatch):
                "absolute": f"{outside}/etc/ld.so.cache",
                "climbing": "../" * 20 + outside.lstrip("/") + "/etc/ld.so.cache"}
     read = []
-    real = driver_files.parse_ld_cache
-    monkeypatch.setattr(driver_files, "parse_ld_cache", lambda *a: read.append(a[1]) or real(*a))
+    real = ldcache.parse_ld_cache   # imported by the search when it reads the cache
+    monkeypatch.setattr(ldcache, "parse_ld_cache", lambda *a: read.append(a[1]) or real(*a))
     os.makedirs(f"{root}/etc")
     os.symlink(targets[link], f"{root}/etc/ld.so.cache")
     files = locate(root)
