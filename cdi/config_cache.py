@@ -137,22 +137,26 @@ def write_trusted_file(directory: str, name: str, kept: dict) -> None:
     """Keep `kept` as JSON in directory/name (best effort, atomic by rename; the directory is made if
     missing, and used only if trustworthy). Nothing is kept that JSON cannot give back exactly (a TOML
     date or time, inf, nan)."""
-    import json   # writing is rare: only reading is on every start
-
-    from cdi.new_file import create_new_file
-
-    try:
-        text = json.dumps(kept, allow_nan=False)
-    except (TypeError, ValueError):
-        return
     try:
         os.mkdir(directory, 0o755)
     except OSError:
         pass     # exists (checked below), or cannot be made (then nothing is kept)
+    # The directory first: where it is not ours (LXC's unprivileged hook sees the host root's cache
+    # as the overflow uid's) nothing can be kept, and this runs at every start; json (with re) costs
+    # ~3 ms to import.
     dir_fd = _open_dir(directory)
     if dir_fd is None:
         return
+    import json   # writing is rare: only reading is on every start
+
+    from cdi.new_file import create_new_file
+
     tmp = None
+    try:
+        text = json.dumps(kept, allow_nan=False)
+    except (TypeError, ValueError):
+        os.close(dir_fd)
+        return
     try:
         fd, tmp = create_new_file("", f".{name}.{os.getpid()}.", "", 0o644, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as f:

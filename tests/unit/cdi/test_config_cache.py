@@ -157,3 +157,25 @@ def test_a_kept_file_that_grew_after_its_fstat_is_not_read(tmp_path, monkeypatch
                                st.st_atime, st.st_mtime, st.st_ctime))
     monkeypatch.setattr(os, "fstat", earlier_size)
     assert config_cache.read_trusted_file(str(cache), "kept", 10) is None
+
+
+def test_a_cache_dir_not_ours_costs_no_json_import(tmp_path):
+    """Where the cache dir is not ours (LXC's unprivileged hook: the host root's dir shows as the
+    overflow uid's) nothing is written, and the JSON encoder (with re) is not imported for it: that
+    runs at every container start."""
+    import subprocess
+    import sys
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    os.chown(foreign, 1234, 1234)
+    code = ("import sys; from cdi import config_cache; "
+            f"config_cache.write_trusted_file({str(foreign)!r}, 'kept.json', {{'a': 1}}); "
+            "print('json' in sys.modules, 're' in sys.modules)")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(config_cache.__file__)))
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {repo!r}); {code}"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+    assert os.listdir(foreign) == []
+    config_cache.write_trusted_file(str(tmp_path / "ours"), "kept.json", {"a": 1})
+    assert json.loads((tmp_path / "ours/kept.json").read_text()) == {"a": 1}
