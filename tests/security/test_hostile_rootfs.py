@@ -387,3 +387,89 @@ def test_racer_swapping_the_first_link_never_gives_its_text_to_the_others(racy_c
     for other in ("usr/lib32/libfoo.so.1", "usr/lib32/other/libfoo.so.1"):
         assert os.readlink(rootfs / other) == "libfoo.so.1.2", other
         assert os.lstat(rootfs / other).st_ino != os.lstat(rootfs / "usr/lib/libfoo.so.1").st_ino
+
+
+def test_racer_swapping_the_first_file_target_never_gets_it_shared(racy_container, race_shim):
+    """Right after the first file target is made, the racer moves it away and puts its own file at its
+    name: the later targets are links of the empty file we made (linked through our fd, not its name),
+    never of the racer's file."""
+    pid, rootfs, libs = racy_container
+    script = ('mv "$ROOT/usr/lib/a.so" "$ROOT/usr/lib/a.moved" && printf racer > "$ROOT/usr/lib/.r" '
+              '&& mv "$ROOT/usr/lib/.r" "$ROOT/usr/lib/a.so"')
+    ops = [("bind", str(libs[n]), f"/usr/lib/{n}.so") for n in "abc"]
+    assert run_raced_batch(race_shim, rootfs, pid, ops, "openat", "a.so", "after", script) is None
+    ours, racers = os.stat(rootfs / "usr/lib/a.moved"), os.stat(rootfs / "usr/lib/a.so")
+    for n in "bc":
+        st = os.stat(rootfs / f"usr/lib/{n}.so")
+        assert (st.st_ino, st.st_size) == (ours.st_ino, 0) and st.st_ino != racers.st_ino
+        assert seen_inside(pid, rootfs / f"usr/lib/{n}.so") == f"\x7fELF lib{n}"
+    assert ours.st_nlink == 3 and racers.st_nlink == 1
+    assert (rootfs / "usr/lib/a.so").read_text() == "racer"
+    # the mount follows the file we made, wherever it was moved (as before the shared targets)
+    assert seen_inside(pid, rootfs / "usr/lib/a.moved") == "\x7fELF liba"
+
+
+def test_racer_replacing_a_new_file_target_link_is_never_mounted_over(racy_container, race_shim):
+    """The racer puts its own file at a target's name between our linkat and the check: the name is
+    not our inode, so it is removed and the target made as a new empty file (which later targets then
+    share), then mounted."""
+    pid, rootfs, libs = racy_container
+    script = 'printf racer > "$ROOT/usr/lib/.r" && mv -f "$ROOT/usr/lib/.r" "$ROOT/usr/lib/b.so"'
+    ops = [("bind", str(libs[n]), f"/usr/lib/{n}.so") for n in "abc"]
+    assert run_raced_batch(race_shim, rootfs, pid, ops, "linkat", "b.so", "after", script) is None
+    a, b, c = (os.stat(rootfs / f"usr/lib/{n}.so") for n in "abc")
+    # b's new file is the one later targets share
+    assert a.st_ino != b.st_ino == c.st_ino and (a.st_nlink, b.st_nlink) == (1, 2)
+    assert (b.st_size, b.st_mode & 0o7777, b.st_uid) == (0, 0o644, 0)
+    for n in "abc":
+        assert seen_inside(pid, rootfs / f"usr/lib/{n}.so") == f"\x7fELF lib{n}"
+
+
+def test_racer_replacing_the_target_folder_by_a_link_to_the_host(racy_container, race_shim, tmp_path):
+    """Between resolving a target's folder and linking into it, the racer moves the folder away and
+    puts a symlink to a host dir at its name: the link lands in the folder we resolved (the fd), inside
+    the root, and nothing appears on the host."""
+    pid, rootfs, libs = racy_container
+    host = tmp_path / "host"
+    host.mkdir()
+    script = f'mv "$ROOT/usr/lib/sub" "$ROOT/usr/lib/sub.moved" && ln -s {host} "$ROOT/usr/lib/sub"'
+    ops = [("bind", str(libs["a"]), "/usr/lib/a.so"), ("bind", str(libs["b"]), "/usr/lib/sub/b.so")]
+    assert run_raced_batch(race_shim, rootfs, pid, ops, "linkat", "b.so", "before", script) is None
+    assert os.listdir(host) == []
+    assert os.stat(rootfs / "usr/lib/sub.moved/b.so").st_ino == os.stat(rootfs / "usr/lib/a.so").st_ino
+    assert seen_inside(pid, rootfs / "usr/lib/sub.moved/b.so") == "\x7fELF libb"
+
+
+def test_racer_replacing_link_folders_by_links_to_the_host(racy_container, race_shim, tmp_path):
+    """Between the first link and its hard link, the racer moves both folders away and puts symlinks to
+    a host dir at their names: the hard link is made from and into the folders we resolved, inside the
+    root, with our text; nothing appears on the host."""
+    pid, rootfs, _ = racy_container
+    host = tmp_path / "host"
+    host.mkdir()
+    script = "; ".join(f'mv "$ROOT/usr/{d}" "$ROOT/usr/{d}.moved" && ln -s {host} "$ROOT/usr/{d}"'
+                       for d in ("lib", "lib32"))
+    ops = [("symlink", "libfoo.so.1.2", "/usr/lib/libfoo.so.1"), ("symlink", "libfoo.so.1.2", "/usr/lib32/libfoo.so.1")]
+    assert run_raced_batch(race_shim, rootfs, pid, ops, "linkat", "libfoo.so.1", "before", script) is None
+    assert os.listdir(host) == []
+    first, second = os.lstat(rootfs / "usr/lib.moved/libfoo.so.1"), os.lstat(rootfs / "usr/lib32.moved/libfoo.so.1")
+    assert first.st_ino == second.st_ino and first.st_nlink == 2
+    assert os.readlink(rootfs / "usr/lib32.moved/libfoo.so.1") == "libfoo.so.1.2"
+
+
+@pytest.mark.parametrize("racer_puts", ["a hard link of a file", "its own link"])
+def test_racer_replacing_the_first_link_before_it_is_linked_again(racy_container, race_shim, racer_puts):
+    """Before the next link of the same text is made from the first one's name, the racer puts a hard
+    link of a file of the root (or its own link) there: what linkat linked is not our link, so it is
+    removed and the link made by symlinkat; the racer's file is never linked into another folder."""
+    pid, rootfs, _ = racy_container
+    (rootfs / "etc/secret").write_text("secret")
+    if racer_puts == "its own link":
+        script = 'ln -sfn /etc/racer "$ROOT/usr/lib/libfoo.so.1"'
+    else:
+        script = 'ln -f "$ROOT/etc/secret" "$ROOT/usr/lib/libfoo.so.1"'
+    ops = [("symlink", "libfoo.so.1.2", "/usr/lib/libfoo.so.1"), ("symlink", "libfoo.so.1.2", "/usr/lib32/libfoo.so.1")]
+    assert run_raced_batch(race_shim, rootfs, pid, ops, "linkat", "libfoo.so.1", "before", script) is None
+    assert os.readlink(rootfs / "usr/lib32/libfoo.so.1") == "libfoo.so.1.2"
+    assert os.lstat(rootfs / "usr/lib32/libfoo.so.1").st_nlink == 1
+    assert os.stat(rootfs / "etc/secret").st_nlink == (2 if racer_puts != "its own link" else 1)
