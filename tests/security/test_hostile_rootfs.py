@@ -473,3 +473,65 @@ def test_racer_replacing_the_first_link_before_it_is_linked_again(racy_container
     assert os.readlink(rootfs / "usr/lib32/libfoo.so.1") == "libfoo.so.1.2"
     assert os.lstat(rootfs / "usr/lib32/libfoo.so.1").st_nlink == 1
     assert os.stat(rootfs / "etc/secret").st_nlink == (2 if racer_puts != "its own link" else 1)
+
+
+def test_a_fake_procfs_never_gets_a_file_linked_into_the_root(tmp_path):
+    """The batch child finds the fd of the shared file target through /proc/self/fd of the namespace
+    it joined. There, a tmpfs at /proc whose self/fd/N are links to a file next to the rootfs (same
+    file system) must not be used (it is not procfs): every target is a new file of its own, and that
+    file is never linked, not even for a moment (its ctime and link count stay)."""
+    import subprocess
+
+    from libcontainer_c.batch import RootfsBatch
+
+    rootfs, victim = tmp_path / "rootfs", tmp_path / "victim"
+    (rootfs / "usr/lib").mkdir(parents=True)
+    victim.write_text("host file")
+    libs = [tmp_path / f"lib{n}.so" for n in "abc"]
+    for lib in libs:
+        lib.write_bytes(b"\x7fELF " + lib.name.encode())
+    before = os.stat(victim)
+    fake = ("mount -n -t tmpfs fake /proc && mkdir -p /proc/real /proc/self/fd && mount -n -t proc proc /proc/real"
+            " && ln -s /proc/real/self/mountinfo /proc/self/mountinfo"
+            f" && for i in $(seq 0 255); do ln -s {victim} /proc/self/fd/$i; done")
+    with process_in_mount_ns() as pid:
+        subprocess.run(["nsenter", "-t", str(pid), "-m", "sh", "-c", fake], check=True)
+        with RootfsBatch() as batch:
+            for lib in libs:
+                batch.bind(str(lib), f"/usr/lib/{lib.name}", LIBRARY)
+            batch.run(rootfs=rootfs, pid=pid)
+        for lib in libs:
+            assert seen_inside(pid, rootfs / "usr/lib" / lib.name) == "\x7fELF " + lib.name
+    after = os.stat(victim)
+    assert (after.st_nlink, after.st_ctime_ns) == (1, before.st_ctime_ns)
+    targets = [os.stat(rootfs / "usr/lib" / lib.name) for lib in libs]
+    assert len({st.st_ino for st in targets}) == 3 and {st.st_nlink for st in targets} == {1}
+
+
+def test_hard_linked_links_read_their_text_from_the_folder_they_are_reached_through(tmp_path):
+    """Links of one text made as hard links of one inode resolve, through each name, as a link of its
+    own made there would: relative to the folder of that name (.. included)."""
+    from libcontainer_c.batch import RootfsBatch
+
+    rootfs = tmp_path / "rootfs"
+    texts = {"../lib/libfoo.so.2": ["/usr/lib32/libfoo.so", "/usr/lib32/gbm/libfoo.so", "/usr/lib64/x/libfoo.so"],
+             "libbar.so.1": ["/usr/lib/libbar.so", "/usr/lib32/libbar.so", "/usr/lib32/gbm/libbar.so"]}
+    for folder in ("usr/lib", "usr/lib32", "usr/lib32/gbm", "usr/lib32/lib", "usr/lib64/lib"):
+        (rootfs / folder).mkdir(parents=True, exist_ok=True)
+        (rootfs / folder / "libfoo.so.2").write_text(f"{folder} foo")
+        (rootfs / folder / "libbar.so.1").write_text(f"{folder} bar")
+    with process_in_mount_ns() as pid:
+        with RootfsBatch() as batch:
+            for text, paths in texts.items():
+                for path in paths:
+                    batch.symlink(text, path)
+            batch.run(rootfs=rootfs, pid=pid)
+        for text, paths in texts.items():
+            assert len({os.lstat(f"{rootfs}{p}").st_ino for p in paths}) == 1      # one inode per text
+            for path in paths:
+                os.symlink(text, f"{rootfs}{path}.own")   # a link of its own, made in that folder
+                assert seen_inside(pid, f"{rootfs}{path}") == seen_inside(pid, f"{rootfs}{path}.own")
+    assert (rootfs / "usr/lib32/libfoo.so").read_text() == "usr/lib foo"
+    assert (rootfs / "usr/lib32/gbm/libfoo.so").read_text() == "usr/lib32/lib foo"
+    assert (rootfs / "usr/lib64/x/libfoo.so").read_text() == "usr/lib64/lib foo"
+    assert (rootfs / "usr/lib32/gbm/libbar.so").read_text() == "usr/lib32/gbm bar"
