@@ -141,6 +141,8 @@ int gct_placeholder_file_shared(int rootfd, const char *path, unsigned int mode,
     if (src->fd >= 0 && src->mode == mode) {
         if (src->proc_fd_dir == -2)
             src->proc_fd_dir = proc_fd_dir();
+        /* errno only from linkat: mkdir_p may have left a harmless EEXIST in it */
+        errno = ENOENT;
         fd = src->proc_fd_dir >= 0 ? link_shared(src, parent, name) : -1;
         if (fd >= 0 || errno == EEXIST) {
             if (fd < 0)   /* an entry of the image's: used as gct_placeholder_file uses it */

@@ -123,6 +123,36 @@ def test_file_mount_targets_share_one_inode(container, host_files):
     assert os.readlink(rootfs / "usr/lib/evil.so") == "/etc/hostname"
 
 
+def _batch_where_proc_fd_is_not_procfs(rootfs, lib):
+    """In a private mount namespace: /proc replaced by a tmpfs that holds only a copy of this
+    namespace's mount table (what the batch's propagation check reads), so /proc/self/fd is no
+    procfs and the shared file target cannot be linked through it."""
+    import shutil
+    from tests.support.mountns import _mount
+
+    with open("/proc/self/mountinfo") as f:
+        table = f.read()
+    _mount("tmpfs", "/proc", "tmpfs", 0, None)
+    os.makedirs("/proc/self/fd")
+    with open("/proc/self/mountinfo", "w") as f:
+        f.write(table)
+    batch = RootfsBatch()
+    batch.bind(lib, "/usr/lib/a.so", LIBRARY)
+    batch.bind(lib, "/usr/lib/new/b.so", LIBRARY)   # its folder made first (mkdirat EEXIST on the way)
+    batch.run(rootfs=rootfs)
+    batch.close()
+    shutil.rmtree("/proc/self")
+
+
+def test_without_procfs_file_targets_are_files_of_their_own(tmp_path):
+    (tmp_path / "rootfs/usr/lib").mkdir(parents=True)
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF")
+    run_in_private_mount_ns(_batch_where_proc_fd_is_not_procfs, str(tmp_path / "rootfs"), str(tmp_path / "lib.so"))
+    # the host's view: the two empty targets, without the mounts
+    a, b = (os.stat(tmp_path / "rootfs/usr/lib" / p) for p in ("a.so", "new/b.so"))
+    assert a.st_ino != b.st_ino and a.st_size == b.st_size == 0
+
+
 def test_links_with_the_same_text_share_one_inode(container):
     """A link whose text an earlier link of the batch has is a hard link of that one (read relative to
     its own folder all the same); the image's links and entries are never shared or linked to."""
