@@ -22,12 +22,11 @@ reads one JSON request a line on stdin ({"runtime": [...], "bundle": dir, "confi
 config.json from or null, "env": {...}, "rootfs": a pristine rootfs dir or null}), runs that lifecycle
 (bench.harness.lifecycle) and answers {"seconds": s} or {"error": "..."} on stdout. With "rootfs" the
 run gets a new bundle directory beside the row's (`<bundle>.run-<n>`: the row's config.json and a new
-copy of that rootfs dir, made outside the timing, removed after it, the config.json the run left copied
-back to the row's bundle): the container starts on a rootfs nothing has run on yet, as every `docker
-run`, `podman run` and pod does. A new directory each run and not the row's own one rewritten: where the
-file system placed a bundle's copy made every run of that bundle up to ~30% slower or faster for a
-whole bench run (five rows on one config.json, each on its own reused bundle dir, spread 70-106 ms
-median on a quiet machine; on a new dir each run they agreed within 10%). The run dirs are removed
+copy of that rootfs dir, made outside the timing, the config.json the run left copied back to the
+row's bundle): the container starts on a rootfs nothing has run on yet, as every `docker run`, `podman
+run` and pod does. A new directory each run and not the row's own one rewritten: with each row's dir
+rewritten (its old copy removed just before the run), five rows on one config.json spread 70-106 ms
+median for a whole run on a quiet machine; on a new dir each run they agreed within 10%. The run dirs are removed
 when the worker ends, not after each run: on a file system without a journal (the ext4 of the VMs these
 figures come from) the kernel does not reuse an inode freed less than 60 s ago (300 s while its inode
 table block is dirty) and skips those one by one for every new inode (ext4's recently_deleted()), so
