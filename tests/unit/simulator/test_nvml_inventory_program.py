@@ -83,11 +83,16 @@ def python_transcript(root: Path) -> tuple[str, str, str]:
             "load_inventory(root, lines)\n"
             "print(loaded_library(root)); print(root.proc_path(MIG_MINORS))\n"
             "sys.stdout.write(''.join(line + '\\n' for line in lines))\n")
-    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    done = python_from_repo(code, root)
     assert done.returncode == 0, done.stderr
     library, mig_minors, transcript = done.stdout.split("\n", 2)
     return library, mig_minors, transcript
+
+
+def python_from_repo(code: str, *args: object) -> subprocess.CompletedProcess:
+    """A fresh interpreter running code with args, importing this checkout's modules (text output)."""
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
 
 
 def run(program: Path, *args: str, timeout: float = 30, preexec_fn=None) -> subprocess.CompletedProcess:
@@ -130,8 +135,7 @@ def test_the_inventory_read_through_the_program_is_the_hosts(request, name):
             "through = cdi.nvml.load_inventory(sys.argv[1])\n"
             "cdi.nvml.inventory_program = lambda bin_dir=None: None\n"
             "print(through == cdi.nvml.load_inventory(sys.argv[1])); print(repr(through))\n")
-    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    done = python_from_repo(code, root)
     assert done.returncode == 0, done.stderr
     same, through = done.stdout.split("\n", 1)
     assert same == "True"
@@ -504,6 +508,5 @@ def test_meanwhile_runs_while_the_program_runs_and_its_error_comes_after_the_pro
             "    cdi.nvml.load_inventory(sys.argv[1], meanwhile=failing)\n"
             "except LookupError as e:\n"
             "    print(e, children())\n")
-    done = subprocess.run([sys.executable, "-c", code, str(one_gpu)], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    done = python_from_repo(code, one_gpu)
     assert (done.returncode, done.stdout, done.stderr) == (0, "1 1 True\nfrom meanwhile []\n", "")
