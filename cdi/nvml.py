@@ -228,7 +228,7 @@ def _cuda_version(value: int) -> str:
 
 
 def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list[str] | None = None,
-                   bin_dir: str | None = None, meanwhile=None) -> Inventory:
+                   bin_dir: str | None = None) -> Inventory:
     """Driver and CUDA versions, every visible GPU and its MIG devices, as this process sees them.
 
     The library file is checked (check_library), then read by gct-nvml-inventory (inventory_program,
@@ -240,11 +240,7 @@ def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list
     transcript: when a list, every answer the inventory is made of is appended to it, one line each
     (inventory_from_transcript), the mig-minors line being of the file as this process read it: the
     lines `gct-nvml-inventory` prints, so that the launcher can tell, without Python, that the driver
-    still answers what this inventory was made of (runtime_shim.create_cache, jit-cdi mode).
-
-    meanwhile: a function called once, while gct-nvml-inventory runs (after NVML was read when it is
-    read in this process), so that the caller's own work overlaps the program's: the prestart hook
-    imports the injection's modules then. What it raises is raised once the program has ended."""
+    still answers what this inventory was made of (runtime_shim.create_cache, jit-cdi mode)."""
     root = driver_root if isinstance(driver_root, DriverRoot) else DriverRoot(driver_root or "/")
     timeout = nvml_timeout()
     library = library_to_load(root)
@@ -254,15 +250,13 @@ def load_inventory(driver_root: DriverRoot | str | None = None, transcript: list
     if program is not None:
         # the program bounds itself; the watchdog only if it did not (a margin, so that its line comes first)
         with _Watchdog(timeout + PROGRAM_MARGIN, f"{NVML_INVENTORY_PROGRAM}, driver root {root.path}"):
-            lines = _run_inventory_program(program, root, library, timeout, meanwhile)
+            lines = _run_inventory_program(program, root, library, timeout)
         lines = [minors_line if line.startswith("mig-minors ") else line for line in lines]
         where = program
     else:
         with _Watchdog(timeout, f"driver root {root.path}"):
             lines = _read_in_process(root, library, minors_line)
         where = f"driver root {root.path}"
-        if meanwhile is not None:
-            meanwhile()
     _NvmlState.loaded[root.path] = library
     if transcript is not None:
         transcript.extend(lines)
@@ -282,13 +276,10 @@ STATUS_CANNOT_LOAD = 4   # its exit status when dlopen failed (nvml_inventory.c)
 MAX_PROGRAM_OUTPUT = 16 << 20
 
 
-def _run_inventory_program(program: str, root: DriverRoot, library: str, timeout: float,
-                           meanwhile=None) -> list[str]:
+def _run_inventory_program(program: str, root: DriverRoot, library: str, timeout: float) -> list[str]:
     """The transcript gct-nvml-inventory prints for library; its error line as an NvmlError. Run with no
     environment and stdin on /dev/null, as the launcher runs it; stdout and stderr on one pipe (it
-    writes one of them, and only after its child, the library's, has ended). meanwhile, when given,
-    is called once the program runs; whatever it raises, the program's output is read and the program
-    waited for first."""
+    writes one of them, and only after its child, the library's, has ended)."""
     read_end, write_end = os.pipe()
     try:
         pid = os.posix_spawn(program, [program, library, root.proc_path(MIG_MINORS), f"{timeout:f}"], {},
@@ -302,16 +293,12 @@ def _run_inventory_program(program: str, root: DriverRoot, library: str, timeout
         os.close(write_end)
     chunks, size = [], 0
     try:
-        if meanwhile is not None:
-            meanwhile()
+        while size <= MAX_PROGRAM_OUTPUT and (chunk := os.read(read_end, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
     finally:
-        try:
-            while size <= MAX_PROGRAM_OUTPUT and (chunk := os.read(read_end, 1 << 16)):
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(read_end)
-        status = os.waitpid(pid, 0)[1]
+        os.close(read_end)
+    status = os.waitpid(pid, 0)[1]
     output = b"".join(chunks).decode(errors="replace")   # as the binding decodes the library's texts
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         return output.split("\n")[:-1]

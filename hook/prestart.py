@@ -14,8 +14,7 @@ having touched nothing and without loading NVML. Otherwise NVML is read from the
 ($NVIDIA_CTK_DRIVER_ROOT, else config `[nvidia-container-cli] root`, else /), the devices are selected, and
 hook.inject applies the edits live. Every failure is one line on stderr and exit status 1; the
 runtime then stops the container. The system config's parsed TOML is kept between runs, keyed by the
-file's identity (cdi.config_cache): most starts import no TOML parser. The injection's modules are
-imported while gct-nvml-inventory reads NVML (cdi.nvml.load_inventory's meanwhile).
+file's identity (cdi.config_cache): most starts import no TOML parser.
 
 Started by the static launcher (clean environment, `python -I -S`) as root in the runtime's
 namespaces, with cwd in the bundle. Before reading anything the container controls, it drops every
@@ -135,30 +134,17 @@ def check_container_init(pid: int) -> None:
                         "container's", where)
 
 
-def import_injection_modules() -> None:
-    """The modules the rest of the injection runs, imported while gct-nvml-inventory reads NVML (its
-    run and these ~3 ms of imports overlap when a second CPU is free)."""
-    import cdi.driver_files_cache  # noqa: F401
-    import cdi.selection  # noqa: F401
-    import hook.inject  # noqa: F401
-    import hook.proc_driver  # noqa: F401
-    import libcontainer_c.batch  # noqa: F401
-    import libcontainer_c.device_cgroup  # noqa: F401
-    import libcontainer_c.ldconfig  # noqa: F401
-
-
 def inject_request(request, config, rootfs: str, pid: int, config_file: str | None = None) -> None:
     from cdi.config import kept_config_dir
     from cdi.driver_root import resolve_driver_root
     from cdi.nvml import load_inventory
+    from cdi.selection import select_and_check
+    from hook.inject import Target, inject, plan_injection
 
     cli = config.nvidia_container_cli
     ldconfig = config.host_ldconfig()   # a refused setting fails before the driver is read
     driver_root = resolve_driver_root(None, cli.root)
-    inventory = load_inventory(driver_root, meanwhile=import_injection_modules)
-    from cdi.selection import select_and_check
-    from hook.inject import Target, inject, plan_injection
-
+    inventory = load_inventory(driver_root)
     selection = select_and_check(request, inventory, config.cdi.default_kind)
     plan = plan_injection(driver_root, inventory, selection, request.capabilities,
                           mig_config=request.mig_config, mig_monitor=request.mig_monitor,

@@ -488,25 +488,3 @@ def test_the_callers_end_ends_the_run_and_the_librarys_child(program, tmp_path):
     caller.kill()
     caller.wait()
     assert _gone([run_pid, child], 3)
-
-
-def test_meanwhile_runs_while_the_program_runs_and_its_error_comes_after_the_program_ended(one_gpu):
-    """load_inventory(meanwhile=f) (the prestart hook imports the injection's modules so): f is called
-    once, while gct-nvml-inventory is our child still (not yet waited for), the Inventory is the one
-    read without it, and what f raises comes out only once the program was waited for (no child left)."""
-    code = ("import os, sys\n"
-            "import cdi.nvml\n"
-            "assert cdi.nvml.inventory_program() is not None\n"
-            "def children():\n"
-            "    return open(f'/proc/self/task/{os.getpid()}/children').read().split()\n"
-            "seen = []\n"
-            "inventory = cdi.nvml.load_inventory(sys.argv[1], meanwhile=lambda: seen.append(children()))\n"
-            "print(len(seen), len(seen[0]), inventory == cdi.nvml.load_inventory(sys.argv[1]))\n"
-            "def failing():\n"
-            "    raise LookupError('from meanwhile')\n"
-            "try:\n"
-            "    cdi.nvml.load_inventory(sys.argv[1], meanwhile=failing)\n"
-            "except LookupError as e:\n"
-            "    print(e, children())\n")
-    done = python_from_repo(code, one_gpu)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "1 1 True\nfrom meanwhile []\n", "")
