@@ -139,6 +139,7 @@ class ChildRead:
         if status < 0:
             raise NvmlError(f"the NVML library crashed ({signal.Signals(-status).name}) while reading {stuck_in}",
                             where)
+        self._readers[1].join()   # the child has ended: its stderr is read to the end (its last line)
         lines = b"".join(self._stderr).decode(errors="replace").strip().splitlines()
         raise NvmlError(f"reading {stuck_in} failed: {lines[-1] if lines else f'exit status {status}'}", where)
 
