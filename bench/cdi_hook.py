@@ -28,9 +28,8 @@ import time
 
 from bench.fresh_host import fresh_copy
 from bench.harness import report, time_rounds
+from hook.cdi_hook import SUBCOMMANDS
 from tests.e2e.rootfs import make_rootfs
-
-SUBCOMMANDS = ("create-symlinks", "update-ldcache", "enable-cuda-compat", "disable-device-node-modification")
 
 
 def _steps(args: list[str], keep: set[str]) -> list[str]:

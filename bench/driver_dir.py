@@ -39,6 +39,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
+from bench.cdi_hook import SUBCOMMANDS, _steps
 from bench.fresh_host import FreshHost, fresh_copy, runtime_env
 from bench.gpu_lifecycle import GPU_ENV, SHIM, Row, _bundle, _edited, _simulated_host
 from bench.harness import load_line, report, time_rounds, wait_until_settled
@@ -102,10 +103,10 @@ def hook_parts(config: dict) -> tuple[dict, list[tuple[str, str]], list[str], li
     """The edits' one createRuntime entry, its create-symlinks links (target, link), the rest of its
     chain (enable-cuda-compat onwards) and its ld cache folders."""
     (entry,) = config["hooks"]["createRuntime"]
-    args = entry["args"]
-    first_other = next(i for i in range(2, len(args)) if args[i] != "--link" and args[i - 1] != "--link")
-    links = [tuple(args[i + 1].split("::", 1)) for i in range(2, first_other) if args[i] == "--link"]
-    rest = args[first_other:]
+    chain = entry["args"][1:]
+    link_args = _steps(chain, {"create-symlinks"})
+    links = [tuple(link_args[i + 1].split("::", 1)) for i in range(len(link_args) - 1) if link_args[i] == "--link"]
+    rest = _steps(chain, set(SUBCOMMANDS) - {"create-symlinks"})
     folders = [rest[i + 1] for i in range(len(rest) - 1) if rest[i] == "--folder"]
     return entry, links, rest, folders
 
